@@ -1,0 +1,194 @@
+"""The small rule language of `out:` and `checks:` entries.
+
+A rule is written as a Python call over argument names and literals, e.g.
+`broadcast(x, y)` or `reduce(self, [-1], True)`; a bare argument name is short
+for "the same as that argument". Each rule renders twice from one table: as C++
+for the device adapter (csrc/aten/op_rules.h) and as Python for the fake kernel
+(torch_simhpu/_rules.py).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from .errors import did_you_mean
+
+# YAML dtype name -> (C++ ScalarType, torch attribute)
+DTYPES = {
+    "float32": ("at::kFloat", "float32"),
+    "float64": ("at::kDouble", "float64"),
+    "float16": ("at::kHalf", "float16"),
+    "bfloat16": ("at::kBFloat16", "bfloat16"),
+    "int8": ("at::kChar", "int8"),
+    "uint8": ("at::kByte", "uint8"),
+    "int16": ("at::kShort", "int16"),
+    "int32": ("at::kInt", "int32"),
+    "int64": ("at::kLong", "int64"),
+    "bool": ("at::kBool", "bool"),
+    "complex64": ("at::kComplexFloat", "complex64"),
+    "complex128": ("at::kComplexDouble", "complex128"),
+}
+
+
+@dataclass(frozen=True)
+class ArgRef:
+    name: str
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: object
+
+
+@dataclass(frozen=True)
+class Rule:
+    fn: str
+    args: tuple
+
+    def arg_names(self) -> list[str]:
+        return [a.name for a in self.args if isinstance(a, ArgRef)]
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    kind: str  # "size", "dtype" or "check"
+    params: tuple  # parameter kinds: tensor, tensors (variadic), int_list, bool
+    cpp: str
+    py: str
+    usage: str
+
+
+SPECS = {
+    "same": RuleSpec("size", ("tensor",), "rules::same_shape({0})", "list({0}.shape)", "ARG"),
+    "broadcast": RuleSpec(
+        "size", ("tensors",),
+        "rules::broadcast_shapes(kOpName, {{{names}}}, {{{args}}})",
+        "_rules.broadcast_shapes(_op, [{names}], [{args}])",
+        "broadcast(A, B, ...)"),
+    "reduce": RuleSpec(
+        "size", ("tensor", "int_list", "bool"),
+        'rules::reduced_shape(kOpName, "{0}", {0}, {1}, {2})',
+        '_rules.reduced_shape(_op, "{0}", {0}, {1}, {2})',
+        "reduce(ARG, DIMS, KEEPDIM)"),
+    "same_dtype": RuleSpec("dtype", ("tensor",), "{0}.scalar_type()", "{0}.dtype", "ARG"),
+    "promote": RuleSpec("dtype", ("tensors",), "at::result_type({args})", "torch.result_type({args})",
+                        "promote(A, B)"),
+    "dtype": RuleSpec("dtype", ("dtype",), "{0}", "{0}", "a dtype name"),
+    "same_shape": RuleSpec(
+        "check", ("tensor", "tensor"),
+        'rules::check_same_shape(kOpName, "{0}", {0}, "{1}", {1})',
+        '_rules.check_same_shape(_op, "{0}", {0}, "{1}", {1})',
+        "same_shape(A, B)"),
+    "trailing_shape": RuleSpec(
+        "check", ("tensor", "tensor"),
+        'rules::check_trailing_shape(kOpName, "{0}", {0}, "{1}", {1})',
+        '_rules.check_trailing_shape(_op, "{0}", {0}, "{1}", {1})',
+        "trailing_shape(OUTER, INNER)"),
+}
+
+_BARE = {"size": "same", "dtype": "same_dtype"}
+
+
+class RuleError(Exception):
+    pass
+
+
+def _literal(node):
+    try:
+        return ast.literal_eval(node)
+    except ValueError as e:
+        raise RuleError(f"'{ast.unparse(node)}' is neither an argument name nor a literal") from e
+
+
+def parse_rule(text, kind: str, arg_types: dict[str, str]) -> Rule:
+    """Parse and check one rule; `arg_types` maps argument names to schema types."""
+    text = str(text).strip()
+    usage = ", ".join(s.usage for s in SPECS.values() if s.kind == kind)
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError as e:
+        raise RuleError(f"'{text}' does not parse as a rule ({e.msg}); expected one of: {usage}") from e
+
+    if isinstance(node, ast.Name):
+        if kind == "dtype" and node.id in DTYPES and node.id not in arg_types:
+            return Rule("dtype", (Literal(node.id),))
+        if kind not in _BARE:
+            raise RuleError(f"'{text}' is not a check; expected one of: {usage}")
+        node = ast.Call(func=ast.Name(_BARE[kind]), args=[node], keywords=[])
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)) or node.keywords:
+        raise RuleError(f"'{text}' is not a rule; expected one of: {usage}")
+    spec = SPECS.get(node.func.id)
+    if spec is None or spec.kind != kind:
+        raise RuleError(f"unknown {kind} rule '{node.func.id}'; expected one of: {usage}")
+
+    args = []
+    params = spec.params
+    if params == ("tensors",):
+        if len(node.args) < 2:
+            raise RuleError(f"{node.func.id} needs at least two tensor arguments")
+        params = ("tensor",) * len(node.args)
+    if len(node.args) != len(params):
+        raise RuleError(f"{node.func.id} takes {len(params)} argument(s), got {len(node.args)}: {spec.usage}")
+    for param, arg in zip(params, node.args):
+        args.append(_check_param(param, arg, arg_types, node.func.id))
+    return Rule(node.func.id, tuple(args))
+
+
+_PARAM_WORDS = {"tensor": "a Tensor", "int_list": "an int[]", "bool": "a bool"}
+
+
+def _category(schema_type: str) -> str:
+    base = schema_type.rstrip("?")
+    if base == "Tensor":
+        return "tensor"
+    if re.fullmatch(r"(int|SymInt)\[\d*\]", base):
+        return "int_list"
+    return base
+
+
+def _check_param(param: str, arg, arg_types: dict[str, str], fn: str):
+    if isinstance(arg, ast.Name):
+        name = arg.id
+        if name not in arg_types:
+            hint = did_you_mean(name, arg_types)
+            raise RuleError(f"{fn}: '{name}' is not an argument of the schema" + (f"; {hint}" if hint else ""))
+        if _category(arg_types[name]) != param:
+            raise RuleError(f"{fn}: argument '{name}' is {arg_types[name]}, expected {_PARAM_WORDS[param]}")
+        return ArgRef(name)
+    value = _literal(arg)
+    ok = {"int_list": lambda v: isinstance(v, list) and all(isinstance(i, int) for i in v),
+          "bool": lambda v: isinstance(v, bool),
+          "tensor": lambda v: False}[param]
+    if not ok(value):
+        raise RuleError(f"{fn}: '{ast.unparse(arg)}' is not a valid {param.replace('_', ' ')}")
+    return Literal(value)
+
+
+def _render(rule: Rule, lang: str) -> str:
+    spec = SPECS[rule.fn]
+    parts = []
+    for a in rule.args:
+        if isinstance(a, ArgRef):
+            parts.append(a.name)
+        elif rule.fn == "dtype":
+            cpp, py = DTYPES[a.value]
+            parts.append(cpp if lang == "cpp" else f"torch.{py}")
+        elif isinstance(a.value, bool):
+            parts.append(("true" if a.value else "false") if lang == "cpp" else repr(a.value))
+        elif isinstance(a.value, list):
+            inner = ", ".join(str(v) for v in a.value)
+            parts.append(f"{{{inner}}}" if lang == "cpp" else f"[{inner}]")
+        else:
+            parts.append(repr(a.value))
+    template = spec.cpp if lang == "cpp" else spec.py
+    names = ", ".join(f'"{p}"' for p in parts)
+    return template.format(*parts, names=names, args=", ".join(parts))
+
+
+def to_cpp(rule: Rule) -> str:
+    return _render(rule, "cpp")
+
+
+def to_python(rule: Rule) -> str:
+    return _render(rule, "py")

@@ -1,0 +1,190 @@
+// The operators PyTorch needs natively from any PrivateUse1 backend: creating
+// tensors, views, resizing, copies and reading a scalar. Everything else either
+// has a device kernel (op_plugin_functions.yaml) or goes to the CPU fallback.
+#include "aten/resize.h"
+#include "runtime/device.h"
+#include "runtime/exec_cmd.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace simhpu {
+namespace {
+
+constexpr c10::DispatchKeySet kDeviceKeys(c10::DispatchKey::PrivateUse1);
+
+c10::Device checked_device(std::optional<c10::Device> device_opt, const char* op) {
+  c10::Device device = c10::device_or_default(device_opt);
+  TORCH_CHECK(device.is_privateuseone(), op, ": expected a simhpu device, got ", device);
+  if (!device.has_index()) {
+    device = device_of(current_device());
+  }
+  check_device_index(device.index(), op);
+  return device;
+}
+
+void check_strided_unpinned(std::optional<c10::Layout> layout, std::optional<bool> pin, const char* op) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              op, ": simhpu supports only strided tensors, got layout ", c10::layout_or_default(layout));
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin),
+              op, ": pin_memory applies to CPU tensors only");
+}
+
+at::Tensor empty_memory_format(
+    c10::IntArrayRef size,
+    std::optional<c10::ScalarType> dtype,
+    std::optional<c10::Layout> layout,
+    std::optional<c10::Device> device_opt,
+    std::optional<bool> pin_memory,
+    std::optional<c10::MemoryFormat> memory_format) {
+  check_strided_unpinned(layout, pin_memory, "empty");
+  const c10::DeviceGuard guard(checked_device(device_opt, "empty"));
+  return at::detail::empty_generic(
+      size, at::GetAllocator(at::kPrivateUse1), kDeviceKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride,
+    std::optional<c10::ScalarType> dtype,
+    std::optional<c10::Layout> layout,
+    std::optional<c10::Device> device_opt,
+    std::optional<bool> pin_memory) {
+  check_strided_unpinned(layout, pin_memory, "empty_strided");
+  const c10::DeviceGuard guard(checked_device(device_opt, "empty_strided"));
+  return at::detail::empty_strided_generic(
+      size, stride, at::GetAllocator(at::kPrivateUse1), kDeviceKeys, c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(
+    const at::Tensor& self,
+    c10::SymIntArrayRef size,
+    c10::SymIntArrayRef stride,
+    std::optional<c10::SymInt> storage_offset) {
+  std::optional<int64_t> offset;
+  if (storage_offset.has_value()) {
+    offset = storage_offset->expect_int();
+  }
+  return at::native::as_strided_tensorimpl(
+      self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride), offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+const at::Tensor& resize_(
+    const at::Tensor& self,
+    c10::SymIntArrayRef size_sym,
+    std::optional<c10::MemoryFormat> memory_format) {
+  const c10::IntArrayRef size = C10_AS_INTARRAYREF_SLOW(size_sym);
+  auto* impl = self.unsafeGetTensorImpl();
+  if (self.sizes() != size || !self.is_contiguous()) {
+    impl->set_sizes_contiguous(size);
+  }
+  ensure_storage_fits(self);
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
+                "resize_: unsupported memory format ", *memory_format);
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_storage_offset(
+    at::Tensor& self,
+    c10::Storage source,
+    int64_t storage_offset,
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device().is_privateuseone(),
+              "set_: expected a simhpu storage, got one on ", source.device());
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!self.storage().is_alias_of(source)) {
+    impl->set_storage_keep_dtype(std::move(source));
+  }
+  impl->set_storage_offset(storage_offset);
+  if (stride.data() != nullptr) {
+    impl->set_sizes_and_strides(size, stride);
+  } else {
+    impl->set_sizes_contiguous(size);
+  }
+  ensure_storage_fits(self);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+  return at::native::set_(self, std::move(source));
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  return at::native::set_tensor_(self, source);
+}
+
+// Host-side copies: the device memory involved must not have pending work.
+void copy_on_host(const at::Tensor& src, const at::Tensor& dst) {
+  auto host_view = [](const at::Tensor& t) {
+    return t.is_privateuseone() ? describe_tensor(t).cpu_view() : t;
+  };
+  host_view(dst).copy_(host_view(src));
+}
+
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  if (self.numel() == 0) {
+    return dst;
+  }
+  const bool src_on_device = self.is_privateuseone();
+  const bool dst_on_device = dst.is_privateuseone();
+  if (src_on_device && dst_on_device && self.device() == dst.device()) {
+    // Same device: a copy kernel, ordered with the other work in the queue.
+    const c10::DeviceGuard guard(dst.device());
+    EXEC_CMD(copy, self, dst);
+    return dst;
+  }
+  if (src_on_device) {
+    synchronize_device(self.device().index());
+  }
+  if (dst_on_device) {
+    synchronize_device(dst.device().index());
+  }
+  copy_on_host(self, dst);
+  return dst;
+}
+
+at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  resize_(dst, self.sym_sizes(), std::nullopt);
+  return _copy_from(self, dst, false);
+}
+
+at::Scalar _local_scalar_dense(const at::Tensor& self) {
+  synchronize_device(self.device().index());
+  return describe_tensor(self).cpu_view().item();
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
+  m.impl("_copy_from", TORCH_FN(_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(_local_scalar_dense));
+}
+
+} // namespace simhpu

@@ -1,0 +1,163 @@
+#include "aten/op_rules.h"
+
+#include <c10/core/WrapDimMinimal.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+
+namespace simhpu::rules {
+namespace {
+
+std::string dtype_list(std::initializer_list<c10::ScalarType> dtypes) {
+  std::ostringstream out;
+  const char* sep = "";
+  for (auto d : dtypes) {
+    out << sep << c10::toString(d);
+    sep = ", ";
+  }
+  return out.str();
+}
+
+} // namespace
+
+void check_device(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& first) {
+  TORCH_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
+  TORCH_CHECK(t.is_privateuseone(), op, ": expected argument '", arg,
+              "' on a simhpu device, but it is on ", t.device(),
+              "; move it with .to('simhpu')");
+  TORCH_CHECK(t.device() == first.device(), op, ": expected all tensors on one device, but argument '",
+              arg, "' is on ", t.device(), " and the first tensor on ", first.device());
+}
+
+void check_device(const char* op, const char* arg, const std::optional<at::Tensor>& t, const at::Tensor& first) {
+  if (t.has_value() && t->defined()) {
+    check_device(op, arg, *t, first);
+  }
+}
+
+void check_dtype(const char* op, const char* arg, const at::Tensor& t,
+                 std::initializer_list<c10::ScalarType> allowed) {
+  for (auto d : allowed) {
+    if (t.scalar_type() == d) {
+      return;
+    }
+  }
+  TORCH_CHECK_TYPE(false, op, ": argument '", arg, "' has dtype ", t.scalar_type(),
+                   ", which is not supported; supported dtypes: ", dtype_list(allowed));
+}
+
+void check_same_dtype(const char* op, const char* arg, const at::Tensor& t,
+                      const char* ref_arg, const at::Tensor& ref) {
+  TORCH_CHECK_TYPE(t.scalar_type() == ref.scalar_type(), op, ": expected argument '", arg,
+                   "' to have the dtype of '", ref_arg, "' (", ref.scalar_type(), "), but it has ",
+                   t.scalar_type());
+}
+
+void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
+                      const char* b_arg, const at::Tensor& b) {
+  TORCH_CHECK_VALUE(a.sizes() == b.sizes(), op, ": expected '", a_arg, "' and '", b_arg,
+                    "' to have the same shape, but got ", a.sizes(), " and ", b.sizes());
+}
+
+void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
+                          const char* inner_arg, const at::Tensor& inner) {
+  const bool fits = inner.dim() >= 1 && inner.dim() <= outer.dim() &&
+      outer.sizes().slice(outer.dim() - inner.dim()) == inner.sizes();
+  TORCH_CHECK_VALUE(fits, op, ": expected the shape of '", inner_arg, "' ", inner.sizes(),
+                    " to equal the trailing dimensions of '", outer_arg, "' ", outer.sizes());
+}
+
+Shape same_shape(const at::Tensor& t) {
+  return t.sizes().vec();
+}
+
+Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args,
+                       std::initializer_list<at::Tensor> tensors) {
+  Shape shape;
+  std::string shaped_by;  // the arguments that gave `shape`, for the error
+  auto name = args.begin();
+  for (const auto& t : tensors) {
+    const c10::IntArrayRef sizes = t.sizes();
+    const size_t ndim = std::max(shape.size(), sizes.size());
+    Shape next(ndim);
+    for (size_t i = 0; i < ndim; ++i) {  // right-aligned, as in NumPy
+      const size_t pad_a = ndim - shape.size();
+      const size_t pad_b = ndim - sizes.size();
+      const int64_t a = i < pad_a ? 1 : shape[i - pad_a];
+      const int64_t b = i < pad_b ? 1 : sizes[i - pad_b];
+      TORCH_CHECK_VALUE(a == b || a == 1 || b == 1, op, ": cannot broadcast argument '", *name,
+                        "' of shape ", sizes, " with ", shaped_by, " of shape ", c10::IntArrayRef(shape));
+      next[i] = a == 1 ? b : a;
+    }
+    shape = std::move(next);
+    shaped_by += (shaped_by.empty() ? "'" : ", '") + std::string(*name) + "'";
+    ++name;
+  }
+  return shape;
+}
+
+Shape reduced_shape(const char* op, const char* arg, const at::Tensor& t,
+                    c10::IntArrayRef dims, bool keepdim) {
+  const int64_t ndim = t.dim();
+  std::vector<bool> reduce(ndim, dims.empty());
+  for (int64_t d : dims) {
+    TORCH_CHECK_INDEX(d >= -std::max<int64_t>(ndim, 1) && d < std::max<int64_t>(ndim, 1), op,
+                      ": dimension ", d, " is out of range for argument '", arg, "' with ", ndim,
+                      " dimension(s)");
+    const int64_t wrapped = ndim == 0 ? 0 : c10::maybe_wrap_dim(d, ndim);
+    if (ndim > 0) {
+      TORCH_CHECK_VALUE(!reduce[wrapped] || dims.empty(), op, ": dimension ", d,
+                        " appears more than once in the reduction of '", arg, "'");
+      reduce[wrapped] = true;
+    }
+  }
+  Shape shape;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (!reduce[d]) {
+      shape.push_back(t.size(d));
+    } else if (keepdim) {
+      shape.push_back(1);
+    }
+  }
+  return shape;
+}
+
+bool runs_natively(std::initializer_list<at::Tensor> tensors, c10::ScalarType dtype,
+                   std::initializer_list<c10::ScalarType> supported) {
+  bool dtype_ok = false;
+  for (auto d : supported) {
+    dtype_ok = dtype_ok || d == dtype;
+  }
+  if (!dtype_ok) {
+    return false;
+  }
+  std::optional<c10::Device> device;
+  for (const auto& t : tensors) {
+    if (t.is_privateuseone()) {
+      if (device && *device != t.device()) {
+        return false;
+      }
+      device = t.device();
+    } else if (!(t.is_cpu() && t.dim() == 0)) {
+      return false;
+    }
+  }
+  return device.has_value();
+}
+
+c10::Device operands_device(std::initializer_list<at::Tensor> tensors) {
+  for (const auto& t : tensors) {
+    if (t.is_privateuseone()) {
+      return t.device();
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "operands_device: no simhpu tensor among the operands");
+}
+
+at::Tensor as_operand(const at::Tensor& t, c10::Device device, c10::ScalarType dtype) {
+  return t.to(device, dtype);
+}
+
+} // namespace simhpu::rules

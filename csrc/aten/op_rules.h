@@ -1,0 +1,54 @@
+#pragma once
+// The checks and output rules that generated adapters call. Each function takes
+// the operator's name so every error says which op and which argument failed.
+// torch_simhpu/_rules.py holds the same rules for fake kernels; keep them in step.
+#include <ATen/core/Tensor.h>
+
+#include <initializer_list>
+#include <optional>
+#include <vector>
+
+namespace simhpu::rules {
+
+using Shape = std::vector<int64_t>;
+
+// `t` is defined and lives on simhpu, on the same device as `first`.
+void check_device(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& first);
+void check_device(const char* op, const char* arg, const std::optional<at::Tensor>& t, const at::Tensor& first);
+
+// `t`'s dtype is one of `allowed`.
+void check_dtype(const char* op, const char* arg, const at::Tensor& t,
+                 std::initializer_list<c10::ScalarType> allowed);
+
+// `t` has the same dtype as `ref`.
+void check_same_dtype(const char* op, const char* arg, const at::Tensor& t,
+                      const char* ref_arg, const at::Tensor& ref);
+
+// `a` and `b` have equal shapes.
+void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
+                      const char* b_arg, const at::Tensor& b);
+
+// `inner`'s shape equals the trailing dimensions of `outer` (layer-norm style).
+void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
+                          const char* inner_arg, const at::Tensor& inner);
+
+// Output shapes.
+Shape same_shape(const at::Tensor& t);
+Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args,
+                       std::initializer_list<at::Tensor> tensors);
+Shape reduced_shape(const char* op, const char* arg, const at::Tensor& t,
+                    c10::IntArrayRef dims, bool keepdim);
+
+// Official ops: whether this call can run on the device kernel (all tensors on
+// one simhpu device, or 0-dim CPU scalars; `dtype` supported). If not, the
+// adapter sends the call to the CPU fallback instead.
+bool runs_natively(std::initializer_list<at::Tensor> tensors, c10::ScalarType dtype,
+                   std::initializer_list<c10::ScalarType> supported);
+
+// The simhpu device of the first device tensor among `tensors`.
+c10::Device operands_device(std::initializer_list<at::Tensor> tensors);
+
+// `t` on `device` with `dtype` (moves wrapped CPU scalars, casts if needed).
+at::Tensor as_operand(const at::Tensor& t, c10::Device device, c10::ScalarType dtype);
+
+} // namespace simhpu::rules

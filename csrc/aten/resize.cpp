@@ -1,0 +1,35 @@
+#include "aten/resize.h"
+
+#include "runtime/launch_queue.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace simhpu {
+
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
+  TORCH_CHECK(storage.resizable(), "simhpu: trying to resize a storage that is not resizable");
+  // The old contents are copied on the host, so kernels still writing them must finish.
+  synchronize_device(storage.device().index());
+  const c10::DeviceGuard guard(storage.device());
+  at::DataPtr fresh = storage.allocator()->allocate(new_bytes);
+  const size_t keep = std::min(new_bytes, storage.nbytes());
+  if (keep > 0) {
+    std::memcpy(fresh.get(), storage.data(), keep);
+  }
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
+  storage.unsafeGetStorageImpl()->set_nbytes(new_bytes);
+}
+
+void ensure_storage_fits(const at::Tensor& self) {
+  const size_t needed = at::detail::computeStorageNbytes(
+      self.sizes(), self.strides(), self.dtype().itemsize(), self.storage_offset());
+  if (needed > self.storage().nbytes()) {
+    resize_storage_bytes(self.storage(), needed);
+  }
+}
+
+} // namespace simhpu

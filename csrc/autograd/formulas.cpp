@@ -1,0 +1,36 @@
+#include "autograd/formulas.h"
+
+#include <ATen/ops/sigmoid.h>
+#include <c10/core/WrapDimMinimal.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace simhpu::formulas {
+
+at::Tensor sum_dims_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes,
+                             c10::IntArrayRef dim, bool keepdim) {
+  at::Tensor g = grad;
+  const int64_t ndim = static_cast<int64_t>(input_sizes.size());
+  if (!keepdim && ndim > 0) {
+    std::vector<int64_t> dims;
+    for (int64_t d : dim) {
+      dims.push_back(c10::maybe_wrap_dim(d, ndim));
+    }
+    if (dims.empty()) {  // an empty dim list reduces every dimension
+      for (int64_t d = 0; d < ndim; ++d) dims.push_back(d);
+    }
+    std::sort(dims.begin(), dims.end());
+    for (int64_t d : dims) {
+      g = g.unsqueeze(d);
+    }
+  }
+  return g.expand_symint(input_sizes);
+}
+
+at::Tensor swish_backward(const at::Tensor& grad, const at::Tensor& self, double beta) {
+  const at::Tensor s = at::sigmoid(self * beta);
+  return grad * (s * (1 + self * beta * (1 - s)));
+}
+
+} // namespace simhpu::formulas

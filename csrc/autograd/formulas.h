@@ -1,0 +1,18 @@
+#pragma once
+// Helpers that derivatives.yaml formulas may call by name, in the spirit of
+// PyTorch's FunctionsManual: backward rules too long to write inline.
+#include <ATen/TensorOperators.h>  // Tensor-Scalar arithmetic in formulas
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <c10/core/SymInt.h>
+
+namespace simhpu::formulas {
+
+// Gradient of a sum over `dim`: grad broadcast back to the input's shape.
+at::Tensor sum_dims_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes,
+                             c10::IntArrayRef dim, bool keepdim);
+
+// d/dx [x * sigmoid(beta * x)] applied to grad.
+at::Tensor swish_backward(const at::Tensor& grad, const at::Tensor& self, double beta);
+
+} // namespace simhpu::formulas

@@ -1,0 +1,90 @@
+#pragma once
+// What a device kernel author includes. A kernel is a plain C++ function over
+// DeviceTensor descriptors and values, registered by name with SIMHPU_KERNEL:
+//
+//   void add_custom(const DeviceTensor& x, const DeviceTensor& y, const DeviceTensor& out) {...}
+//   SIMHPU_KERNEL(add_custom);
+//
+// Adapters launch it with EXEC_CMD(add_custom, x, y, out); the arguments are
+// matched by position, and a mismatch is reported as a kernel failure.
+#include "runtime/kernel_registry.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <c10/util/Exception.h>
+
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace simhpu {
+namespace detail {
+
+template <typename T>
+const char* kernel_type_name() {
+  if constexpr (std::is_same_v<T, DeviceTensor>) return "Tensor";
+  else if constexpr (std::is_same_v<T, int64_t>) return "int";
+  else if constexpr (std::is_same_v<T, double>) return "float";
+  else if constexpr (std::is_same_v<T, bool>) return "bool";
+  else if constexpr (std::is_same_v<T, c10::Scalar>) return "Scalar";
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return "int[]";
+  else if constexpr (std::is_same_v<T, c10::ScalarType>) return "ScalarType";
+  else return "?";
+}
+
+// Converts the variant in a launch record into the kernel's parameter type.
+template <typename Param>
+struct ArgFrom {
+  using Value = std::decay_t<Param>;
+  static const Value& get(const KernelArg& arg, size_t index) {
+    const Value* value = std::get_if<Value>(&arg);
+    TORCH_CHECK(value != nullptr, "argument ", index, " should be ", kernel_type_name<Value>());
+    return *value;
+  }
+};
+
+template <>
+struct ArgFrom<c10::IntArrayRef> {
+  static c10::IntArrayRef get(const KernelArg& arg, size_t index) {
+    return ArgFrom<std::vector<int64_t>>::get(arg, index);
+  }
+};
+
+template <>
+struct ArgFrom<const std::optional<DeviceTensor>&> {
+  static std::optional<DeviceTensor> get(const KernelArg& arg, size_t index) {
+    if (std::holds_alternative<NoneArg>(arg)) {
+      return std::nullopt;
+    }
+    return ArgFrom<DeviceTensor>::get(arg, index);
+  }
+};
+
+template <auto Fn>
+struct KernelInvoker;
+
+template <typename... Params, void (*Fn)(Params...)>
+struct KernelInvoker<Fn> {
+  static void run(KernelArgs& args) {
+    TORCH_CHECK(args.size() == sizeof...(Params), "launched with ", args.size(),
+                " arguments, the kernel takes ", sizeof...(Params));
+    call(args, std::index_sequence_for<Params...>{});
+  }
+
+  template <size_t... I>
+  static void call(KernelArgs& args, std::index_sequence<I...>) {
+    Fn(ArgFrom<Params>::get(args[I], I)...);
+  }
+};
+
+} // namespace detail
+} // namespace simhpu
+
+#define SIMHPU_KERNEL(name)                                     \
+  static const ::simhpu::KernelRegistrar simhpu_kernel_##name( \
+      #name, &::simhpu::detail::KernelInvoker<&name>::run)
+
+// The dtypes device kernels are instantiated for, unless a kernel says otherwise.
+#define SIMHPU_DISPATCH_FLOATING(dtype, kernel_name, ...) \
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, kernel_name, __VA_ARGS__)

@@ -1,0 +1,41 @@
+// torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/launch_queue.h"
+
+#include <torch/csrc/utils/pybind.h>
+
+namespace simhpu {
+
+void register_hooks();                                  // runtime/hooks.cpp
+void register_generated_ops(pybind11::module_& m);      // generated python_bindings.cpp
+
+} // namespace simhpu
+
+PYBIND11_MODULE(_C, m) {
+  namespace py = pybind11;
+  simhpu::register_hooks();
+
+  m.def("_device_count", [] { return static_cast<int>(simhpu::device_count()); });
+  m.def("_current_device", [] { return static_cast<int>(simhpu::current_device()); });
+  m.def("_set_device", [](int index) { simhpu::set_device(static_cast<c10::DeviceIndex>(index)); });
+  m.def("_synchronize", [](int index) {
+    py::gil_scoped_release no_gil;
+    simhpu::synchronize_device(static_cast<c10::DeviceIndex>(index));
+  });
+  m.def("_synchronize_all", [] {
+    py::gil_scoped_release no_gil;
+    simhpu::synchronize_all_devices();
+  });
+  m.def("_launch_blocking", &simhpu::launch_blocking);
+  m.def("_memory_allocated", [](int index) {
+    return simhpu::memory_allocated(static_cast<c10::DeviceIndex>(index));
+  });
+  m.def("_max_memory_allocated", [](int index) {
+    return simhpu::max_memory_allocated(static_cast<c10::DeviceIndex>(index));
+  });
+  m.def("_kernel_names", &simhpu::registered_kernel_names);
+
+  simhpu::register_generated_ops(m);
+}

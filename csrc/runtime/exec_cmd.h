@@ -1,0 +1,58 @@
+#pragma once
+// EXEC_CMD(kernel, args...): launch the device kernel `kernel` with `args` on
+// the current device's queue. Tensor arguments become DeviceTensor descriptors
+// and their storages are kept alive until the kernel has run; other arguments
+// are copied by value. The launching function's name (__func__) is recorded so
+// a failure names the operator.
+#include "runtime/device.h"
+#include "runtime/kernel_registry.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+namespace simhpu {
+namespace detail {
+
+inline void add_arg(LaunchRecord& r, const at::Tensor& t) {
+  r.args.emplace_back(describe_tensor(t));
+  r.keep_alive.push_back(t.storage());
+}
+inline void add_arg(LaunchRecord& r, const std::optional<at::Tensor>& t) {
+  if (t.has_value() && t->defined()) {
+    add_arg(r, *t);
+  } else {
+    r.args.emplace_back(NoneArg{});
+  }
+}
+inline void add_arg(LaunchRecord& r, const c10::Scalar& s) { r.args.emplace_back(s); }
+inline void add_arg(LaunchRecord& r, double v) { r.args.emplace_back(v); }
+inline void add_arg(LaunchRecord& r, int64_t v) { r.args.emplace_back(v); }
+inline void add_arg(LaunchRecord& r, bool v) { r.args.emplace_back(v); }
+inline void add_arg(LaunchRecord& r, c10::ScalarType v) { r.args.emplace_back(v); }
+inline void add_arg(LaunchRecord& r, c10::IntArrayRef v) {
+  r.args.emplace_back(std::vector<int64_t>(v.begin(), v.end()));
+}
+
+} // namespace detail
+
+template <typename... Args>
+void launch(const KernelDef& kernel, const char* op_name, const Args&... args) {
+  LaunchRecord record;
+  record.kernel = &kernel;
+  record.op_name = op_name;
+  (detail::add_arg(record, args), ...);
+  submit(current_device(), std::move(record));
+}
+
+} // namespace simhpu
+
+// Looks the kernel up once per call site, on first use.
+#define SIMHPU_KERNEL_REF(kernel)                                            \
+  ([]() -> const ::simhpu::KernelDef& {                                      \
+    static const ::simhpu::KernelDef& def = ::simhpu::find_kernel(#kernel); \
+    return def;                                                              \
+  }())
+
+#define EXEC_CMD(kernel, ...) \
+  ::simhpu::launch(SIMHPU_KERNEL_REF(kernel), __func__, __VA_ARGS__)

@@ -1,0 +1,48 @@
+// What ATen asks of a PrivateUse1 backend outside operator dispatch:
+// availability, device count and current device (torch.accelerator uses these).
+#include "aten/resize.h"
+#include "runtime/device.h"
+
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+
+namespace simhpu {
+namespace {
+
+struct SimhpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  void setCurrentDevice(c10::DeviceIndex d) const override { set_device(d); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    c10::DeviceIndex previous = current_device();
+    set_device(d);
+    return previous;
+  }
+
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
+
+  bool isPinnedPtr(const void*) const override { return false; }
+
+  at::Device getDeviceFromPtr(void*) const override {
+    return device_of(current_device());
+  }
+
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
+    resize_storage_bytes(storage, new_bytes);
+  }
+};
+
+SimhpuHooks the_hooks;
+
+} // namespace
+
+void register_hooks() {
+  at::RegisterPrivateUse1HooksInterface(&the_hooks);
+}
+
+} // namespace simhpu

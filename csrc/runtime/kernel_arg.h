@@ -1,0 +1,60 @@
+#pragma once
+// What a device kernel receives: plain descriptors of tensors and values. A
+// launch record holds these, never at::Tensor, so kernels run without touching
+// the dispatcher or reference counts of the host-side tensor objects.
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+namespace simhpu {
+
+struct DeviceTensor {
+  void* data = nullptr;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::SmallVector<int64_t, 6> sizes;
+  c10::SmallVector<int64_t, 6> strides;
+
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  int64_t size(int64_t d) const { return sizes[d < 0 ? d + dim() : d]; }
+  int64_t stride(int64_t d) const { return strides[d < 0 ? d + dim() : d]; }
+  int64_t numel() const;
+  bool is_contiguous() const;
+
+  template <typename T>
+  T* data_as() const { return static_cast<T*>(data); }
+
+  // The same memory seen as a CPU tensor, for kernels that reuse ATen's CPU
+  // routines. Only valid while the kernel runs.
+  at::Tensor cpu_view() const;
+};
+
+// An optional tensor argument that was None.
+struct NoneArg {};
+
+using KernelArg = std::variant<
+    NoneArg,
+    DeviceTensor,
+    int64_t,
+    double,
+    bool,
+    c10::Scalar,
+    std::vector<int64_t>,
+    c10::ScalarType>;
+
+using KernelArgs = c10::SmallVector<KernelArg, 6>;
+
+// The descriptor of a tensor's memory as a kernel sees it.
+inline DeviceTensor describe_tensor(const at::Tensor& t) {
+  DeviceTensor d;
+  d.data = t.data_ptr();
+  d.dtype = t.scalar_type();
+  d.sizes.assign(t.sizes().begin(), t.sizes().end());
+  d.strides.assign(t.strides().begin(), t.strides().end());
+  return d;
+}
+
+} // namespace simhpu

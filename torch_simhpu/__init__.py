@@ -1,0 +1,25 @@
+"""torch_simhpu: a simulated accelerator for PyTorch, device type "simhpu".
+
+Importing the package registers the device with PyTorch (PrivateUse1 renamed to
+"simhpu", the torch.simhpu module, Tensor.simhpu() and friends) and exposes the
+operators declared in op_plugin_functions.yaml as torch_simhpu.npu_*.
+"""
+import torch
+
+from torch_simhpu import _C
+from torch_simhpu import _device_registration
+from torch_simhpu import device
+from torch_simhpu.device import current_device, device_count, is_available, set_device, synchronize
+
+_device_registration.register()
+
+from torch_simhpu._generated import compile as _compile  # noqa: E402
+from torch_simhpu._generated import fake as _fake  # noqa: E402,F401
+from torch_simhpu._generated import CUSTOM_OPS as _CUSTOM_OPS  # noqa: E402
+
+for _name in _CUSTOM_OPS:
+    globals()[_name] = getattr(_C, _name)
+_compile.register(_C)
+
+__all__ = ["device", "is_available", "device_count", "current_device", "set_device", "synchronize",
+           *_CUSTOM_OPS]

@@ -1,0 +1,56 @@
+"""Shape checks and output shapes for the generated fake kernels: the Python
+twin of csrc/aten/op_rules.h, with the same messages."""
+from __future__ import annotations
+
+
+def _shape(t) -> list:
+    return list(t.shape)
+
+
+def broadcast_shapes(op: str, names: list[str], tensors: list) -> list:
+    shape: list = []
+    shaped_by: list[str] = []
+    for name, t in zip(names, tensors):
+        sizes = _shape(t)
+        ndim = max(len(shape), len(sizes))
+        a_full = [1] * (ndim - len(shape)) + shape
+        b_full = [1] * (ndim - len(sizes)) + sizes
+        nxt = []
+        for a, b in zip(a_full, b_full):
+            if not (a == b or a == 1 or b == 1):
+                with_ = ", ".join(f"'{n}'" for n in shaped_by)
+                raise ValueError(f"{op}: cannot broadcast argument '{name}' of shape {sizes} "
+                                 f"with {with_} of shape {shape}")
+            nxt.append(b if a == 1 else a)
+        shape = nxt
+        shaped_by.append(name)
+    return shape
+
+
+def reduced_shape(op: str, arg: str, t, dims, keepdim: bool) -> list:
+    ndim = t.dim()
+    reduce = [len(dims) == 0] * ndim
+    bound = max(ndim, 1)
+    for d in dims:
+        if not -bound <= d < bound:
+            raise IndexError(f"{op}: dimension {d} is out of range for argument '{arg}' with {ndim} dimension(s)")
+        if ndim:
+            wrapped = d % ndim
+            if reduce[wrapped] and len(dims):
+                raise ValueError(f"{op}: dimension {d} appears more than once in the reduction of '{arg}'")
+            reduce[wrapped] = True
+    sizes = _shape(t)
+    return [1 if r else s for s, r in zip(sizes, reduce) if keepdim or not r]
+
+
+def check_same_shape(op: str, a_arg: str, a, b_arg: str, b) -> None:
+    if _shape(a) != _shape(b):
+        raise ValueError(f"{op}: expected '{a_arg}' and '{b_arg}' to have the same shape, "
+                         f"but got {_shape(a)} and {_shape(b)}")
+
+
+def check_trailing_shape(op: str, outer_arg: str, outer, inner_arg: str, inner) -> None:
+    o, i = _shape(outer), _shape(inner)
+    if not (1 <= len(i) <= len(o) and o[len(o) - len(i):] == i):
+        raise ValueError(f"{op}: expected the shape of '{inner_arg}' {i} to equal the trailing "
+                         f"dimensions of '{outer_arg}' {o}")

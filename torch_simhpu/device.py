@@ -1,0 +1,81 @@
+"""torch.simhpu: the device module, shaped like torch.cuda."""
+from __future__ import annotations
+
+import torch
+
+from torch_simhpu import _C
+
+
+def _index(device) -> int:
+    """A device index from an int, a "simhpu:N" string, a torch.device or None."""
+    if device is None:
+        return _C._current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "simhpu":
+        raise ValueError(f"expected a simhpu device, got {device}")
+    return _C._current_device() if device.index is None else device.index
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device) -> None:
+    _C._set_device(_index(device))
+
+
+def synchronize(device=None) -> None:
+    """Wait for every kernel queued on the device; raises a kernel's failure."""
+    _C._synchronize(_index(device))
+
+
+def memory_allocated(device=None) -> int:
+    return _C._memory_allocated(_index(device))
+
+
+def max_memory_allocated(device=None) -> int:
+    return _C._max_memory_allocated(_index(device))
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def manual_seed_all(seed: int) -> None:
+    # Random ops run through the CPU fallback for now, drawing from the CPU generator.
+    torch.manual_seed(seed)
+
+
+def get_amp_supported_dtype():
+    return [torch.float16, torch.bfloat16]
+
+
+class device:  # noqa: N801 - the name torch.cuda uses
+    """Context manager that makes `index` the current simhpu device."""
+
+    def __init__(self, index):
+        self.index = _index(index)
+        self.previous = -1
+
+    def __enter__(self):
+        self.previous = _C._current_device()
+        _C._set_device(self.index)
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_device(self.previous)
+        return False
