@@ -55,9 +55,29 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
+# Random ops run through the CPU fallback for now and draw from the CPU
+# generator, so the device's RNG state is the CPU one until simhpu has its own.
+# torch.manual_seed calls manual_seed_all here, so this must not call it back.
+def manual_seed(seed: int) -> None:
+    torch.default_generator.manual_seed(seed)
+
+
 def manual_seed_all(seed: int) -> None:
-    # Random ops run through the CPU fallback for now, drawing from the CPU generator.
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)
+
+
+def initial_seed() -> int:
+    return torch.initial_seed()
+
+
+def get_rng_state(device=None) -> torch.Tensor:
+    _index(device)
+    return torch.get_rng_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+    _index(device)
+    torch.set_rng_state(new_state)
 
 
 def get_amp_supported_dtype():

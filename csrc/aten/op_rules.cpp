@@ -147,6 +147,18 @@ bool runs_natively(std::initializer_list<at::Tensor> tensors, c10::ScalarType dt
   return device.has_value();
 }
 
+void check_one_device(const char* op, std::initializer_list<at::Tensor> tensors) {
+  std::optional<c10::Device> device;
+  for (const auto& t : tensors) {
+    if (!t.defined() || !t.is_privateuseone()) {
+      continue;
+    }
+    TORCH_CHECK(!device || *device == t.device(), op, ": expected all tensors on one device, but found ",
+                *device, " and ", t.device());
+    device = t.device();
+  }
+}
+
 c10::Device operands_device(std::initializer_list<at::Tensor> tensors) {
   for (const auto& t : tensors) {
     if (t.is_privateuseone()) {

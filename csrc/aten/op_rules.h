@@ -45,6 +45,9 @@ Shape reduced_shape(const char* op, const char* arg, const at::Tensor& t,
 bool runs_natively(std::initializer_list<at::Tensor> tensors, c10::ScalarType dtype,
                    std::initializer_list<c10::ScalarType> supported);
 
+// All simhpu tensors among `tensors` are on one device (CPU tensors are ignored).
+void check_one_device(const char* op, std::initializer_list<at::Tensor> tensors);
+
 // The simhpu device of the first device tensor among `tensors`.
 c10::Device operands_device(std::initializer_list<at::Tensor> tensors);
 

@@ -1,0 +1,41 @@
+"""A short tour of torch_simhpu: the device, a few YAML-declared operators,
+autograd, torch.compile and the CPU fallback."""
+import torch
+
+import torch_simhpu
+
+print(f"torch {torch.__version__}, torch_simhpu from {torch_simhpu.__file__}")
+print(f"simhpu devices: {torch.simhpu.device_count()}, current: {torch.simhpu.current_device()}")
+
+x = torch.randn(4, 8).to("simhpu")
+y = torch.randn(8).simhpu()
+print(f"x on {x.device}, y on {y.device}")
+
+z = torch_simhpu.npu_add_custom(x, y)  # broadcasting add on a device kernel
+torch.testing.assert_close(z.cpu(), x.cpu() + y.cpu())
+print("npu_add_custom matches torch.add on CPU")
+
+gamma = torch.ones(8, device="simhpu", requires_grad=True)
+xg = x.clone().requires_grad_()
+out, rstd = torch_simhpu.npu_rms_norm(xg, gamma, eps=1e-6)
+out.square().sum().backward()
+print(f"npu_rms_norm: out {tuple(out.shape)}, rstd {tuple(rstd.shape)}, x.grad on {xg.grad.device}")
+
+
+@torch.compile(fullgraph=True, backend="aot_eager")
+def block(a, w):
+    h, _ = torch_simhpu.npu_rms_norm(a, w)
+    return torch_simhpu.npu_swish(h, beta=1.5)
+
+
+compiled = block(x, gamma.detach())
+torch.testing.assert_close(compiled.cpu(), torch_simhpu.npu_swish(torch_simhpu.npu_rms_norm(x, gamma.detach())[0], beta=1.5).cpu())
+print("torch.compile(fullgraph=True) of two npu ops matches eager")
+
+print(f"matmul through the CPU fallback: {tuple(torch.matmul(x, x.T).shape)} on {torch.matmul(x, x.T).device}")
+try:
+    torch_simhpu.npu_add_custom(x.cpu(), y)
+except RuntimeError as e:
+    print(f"bad input is reported: {str(e).splitlines()[0]}")
+torch.simhpu.synchronize()
+print("demo ok")

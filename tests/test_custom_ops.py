@@ -1,0 +1,266 @@
+"""The YAML-declared npu_* operators: forward against PyTorch CPU, gradients,
+opcheck, torch.compile, and bad input."""
+import pytest
+import torch
+
+import torch_simhpu
+
+FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+# Reference implementations on the CPU, computed in float64 then cast back.
+def ref_add_custom(x, y):
+    return x + y
+
+
+def ref_scaled_add(x, y, alpha=1):
+    return x + alpha * y
+
+
+def ref_swish(x, beta=1.0):
+    return x * torch.sigmoid(beta * x)
+
+
+def ref_rms_norm(x, gamma, eps=1e-6):
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return x * rstd * gamma, rstd
+
+
+def ref_sum_dims(x, dim, keepdim=False):
+    return x.sum(dim, keepdim=keepdim)
+
+
+def in_f64(fn, *args, **kwargs):
+    """Run a reference in float64 and cast its outputs to the inputs' dtype."""
+    dtype = next(a.dtype for a in args if isinstance(a, torch.Tensor))
+    up = [a.double() if isinstance(a, torch.Tensor) else a for a in args]
+    out = fn(*up, **kwargs)
+    if isinstance(out, tuple):
+        return tuple(o.to(dtype) for o in out)
+    return out.to(dtype)
+
+
+def tol(dtype):
+    return {torch.float16: dict(atol=2e-3, rtol=2e-3), torch.bfloat16: dict(atol=1.6e-2, rtol=1.6e-2)}.get(
+        dtype, {})
+
+
+def dev(*tensors):
+    return [t.to("simhpu") for t in tensors]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shapes", [((5,), (5,)), ((4, 7), (4, 7)), ((3, 1, 5), (4, 1)), ((2, 3), ())])
+def test_add_custom(dtype, shapes):
+    x, y = torch.randn(shapes[0], dtype=dtype), torch.randn(shapes[1], dtype=dtype)
+    out = torch_simhpu.npu_add_custom(*dev(x, y))
+    assert out.device.type == "simhpu" and out.dtype == dtype
+    torch.testing.assert_close(out.cpu(), in_f64(ref_add_custom, x, y), **tol(dtype))
+
+
+def test_add_custom_noncontiguous_inputs():
+    x, y = torch.randn(6, 5), torch.randn(5, 6)
+    dx, dy = dev(x, y)
+    torch.testing.assert_close(torch_simhpu.npu_add_custom(dx[:, ::2], dy.t()[:, ::2]).cpu(), x[:, ::2] + y.t()[:, ::2])
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("alpha", [1, -2.5, True])
+def test_scaled_add(dtype, alpha):
+    x, y = torch.randn(3, 8, dtype=dtype), torch.randn(8, dtype=dtype)
+    out = torch_simhpu.npu_scaled_add(*dev(x, y), alpha)
+    torch.testing.assert_close(out.cpu(), in_f64(ref_scaled_add, x, y, alpha), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("beta", [1.0, 0.25, 3])
+def test_swish(dtype, beta):
+    x = torch.randn(7, 9, dtype=dtype) * 3
+    out = torch_simhpu.npu_swish(dev(x)[0], beta=beta)
+    torch.testing.assert_close(out.cpu(), in_f64(ref_swish, x, beta), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", [(8,), (3, 16), (2, 5, 32), (4, 1)])
+def test_rms_norm(dtype, shape):
+    x, gamma = torch.randn(shape, dtype=dtype), torch.rand(shape[-1], dtype=dtype) + 0.5
+    y, rstd = torch_simhpu.npu_rms_norm(*dev(x, gamma), eps=1e-5)
+    ref_y, ref_rstd = in_f64(ref_rms_norm, x, gamma, 1e-5)
+    assert rstd.shape == shape[:-1] + (1,)
+    torch.testing.assert_close(y.cpu(), ref_y, **tol(dtype))
+    torch.testing.assert_close(rstd.cpu(), ref_rstd, **tol(dtype))
+
+
+def test_rms_norm_noncontiguous_input():
+    x, gamma = torch.randn(16, 6), torch.rand(8)
+    y, _ = torch_simhpu.npu_rms_norm(*dev(x.t()[:, :8].contiguous().t().t(), gamma))  # a strided view
+    torch.testing.assert_close(y.cpu(), ref_rms_norm(x.t()[:, :8], gamma)[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rms_norm_backward_op_matches_autograd(dtype):
+    x = torch.randn(4, 12, dtype=dtype, requires_grad=True)
+    gamma = torch.rand(12, dtype=dtype, requires_grad=True)
+    grad_y = torch.randn(4, 12, dtype=dtype)
+    y, rstd = ref_rms_norm(x, gamma)
+    gx, gg = torch.autograd.grad(y, (x, gamma), grad_y)
+    dx, dg = torch_simhpu.npu_rms_norm_backward(*dev(grad_y, x.detach(), gamma.detach(), rstd.detach()))
+    torch.testing.assert_close(dx.cpu(), gx)
+    torch.testing.assert_close(dg.cpu(), gg)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("dim,keepdim", [([0], False), ([1], True), ([-1, 0], False), ([0, 2], True), ([], False)])
+def test_sum_dims(dtype, dim, keepdim):
+    x = torch.randn(3, 4, 5, dtype=dtype)
+    out = torch_simhpu.npu_sum_dims(dev(x)[0], dim, keepdim)
+    ref = in_f64(ref_sum_dims, x, dim if dim else [0, 1, 2], keepdim)
+    torch.testing.assert_close(out.cpu(), ref, **tol(dtype))
+
+
+def test_sum_dims_of_a_transposed_view():
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(torch_simhpu.npu_sum_dims(dev(x)[0].t(), [1]).cpu(), x.t().sum(1))
+
+
+# --- gradients -------------------------------------------------------------
+
+def f64(*shape, positive=False):
+    t = torch.rand(*shape, dtype=torch.float64) + 0.5 if positive else torch.randn(*shape, dtype=torch.float64)
+    return t.to("simhpu").requires_grad_()
+
+
+@pytest.mark.parametrize("name,make", [
+    ("npu_add_custom", lambda: (f64(3, 4), f64(4))),
+    ("npu_scaled_add", lambda: (f64(3, 4), f64(3, 4), -1.5)),
+    ("npu_swish", lambda: (f64(5, 3), 0.7)),
+    ("npu_rms_norm", lambda: (f64(3, 6), f64(6, positive=True), 1e-5)),
+    ("npu_sum_dims", lambda: (f64(2, 3, 4), [0, 2], False)),
+    ("npu_sum_dims", lambda: (f64(2, 3, 4), [1], True)),
+])
+def test_gradcheck(name, make):
+    fn = getattr(torch_simhpu, name)
+    assert torch.autograd.gradcheck(fn, make(), eps=1e-6, atol=1e-5)
+
+
+def test_double_backward_of_swish():
+    x = f64(4)
+    assert torch.autograd.gradgradcheck(lambda t: torch_simhpu.npu_swish(t, 1.3), (x,))
+
+
+def test_rms_norm_backward_matches_cpu_autograd():
+    x, gamma = torch.randn(3, 10, dtype=torch.float64, requires_grad=True), torch.rand(10, dtype=torch.float64, requires_grad=True)
+    dx, dg = (t.detach().simhpu().requires_grad_() for t in (x, gamma))
+    y, _ = torch_simhpu.npu_rms_norm(dx, dg)
+    (y * y).sum().backward()
+    ry, _ = ref_rms_norm(x, gamma)
+    (ry * ry).sum().backward()
+    torch.testing.assert_close(dx.grad.cpu(), x.grad)
+    torch.testing.assert_close(dg.grad.cpu(), gamma.grad)
+    assert y.grad_fn.name() == "NpuRmsNormBackward0"
+
+
+def test_non_differentiable_output_and_no_grad():
+    x, gamma = f64(2, 4), f64(4, positive=True)
+    y, rstd = torch_simhpu.npu_rms_norm(x, gamma)
+    assert y.requires_grad and not rstd.requires_grad
+    with torch.no_grad():
+        assert not torch_simhpu.npu_add_custom(x, x).requires_grad
+
+
+# --- opcheck and torch.compile ----------------------------------------------
+
+OPCHECK_UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+@pytest.mark.parametrize("name,args", [
+    ("npu_add_custom", lambda: (torch.randn(3, 4), torch.randn(4))),
+    ("npu_scaled_add", lambda: (torch.randn(3, 4), torch.randn(3, 4), 2.0)),
+    ("npu_swish", lambda: (torch.randn(5), 1.5)),
+    ("npu_rms_norm", lambda: (torch.randn(3, 8), torch.rand(8), 1e-6)),
+    ("npu_rms_norm_backward", lambda: (torch.randn(3, 8), torch.randn(3, 8), torch.rand(8), torch.rand(3, 1))),
+    ("npu_sum_dims", lambda: (torch.randn(3, 4, 5), [0, 2], True)),
+])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_opcheck(name, args, requires_grad):
+    values = [a.to("simhpu") if isinstance(a, torch.Tensor) else a for a in args()]
+    if requires_grad:
+        values = [v.requires_grad_() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v
+                  for v in values]
+    torch.library.opcheck(getattr(torch.ops.npu, name).default, tuple(values), test_utils=OPCHECK_UTILS)
+
+
+def test_compile_fullgraph_two_custom_ops_equals_eager():
+    torch._dynamo.reset()
+
+    def block(x, gamma, y):
+        h, _ = torch_simhpu.npu_rms_norm(x, gamma)
+        return torch_simhpu.npu_add_custom(torch_simhpu.npu_swish(h, beta=2.0), y)
+
+    x, gamma, y = dev(torch.randn(4, 16), torch.rand(16), torch.randn(16))
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x, gamma, y).cpu(), block(x, gamma, y).cpu())
+
+
+def test_compile_fullgraph_backward():
+    torch._dynamo.reset()
+
+    def loss(x, gamma):
+        return torch_simhpu.npu_sum_dims(torch_simhpu.npu_rms_norm(x, gamma)[0], [0, 1]).sum()
+
+    x, gamma = (t.to("simhpu").requires_grad_() for t in (torch.randn(3, 8), torch.rand(8) + 0.5))
+    torch.compile(loss, fullgraph=True, backend="aot_eager")(x, gamma).backward()
+    ex, eg = (t.detach().requires_grad_() for t in (x, gamma))
+    loss(ex, eg).backward()
+    torch.testing.assert_close(x.grad.cpu(), ex.grad.cpu())
+    torch.testing.assert_close(gamma.grad.cpu(), eg.grad.cpu())
+
+
+# --- bad input ----------------------------------------------------------------
+
+def still_usable():
+    torch.testing.assert_close(torch_simhpu.npu_add_custom(*dev(torch.ones(2), torch.ones(2))).cpu(), torch.full((2,), 2.0))
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda: torch_simhpu.npu_add_custom(torch.ones(3), torch.ones(3).simhpu()), RuntimeError,
+     r"npu_add_custom: expected argument 'x' on a simhpu device, but it is on cpu"),
+    (lambda: torch_simhpu.npu_add_custom(torch.ones(3).simhpu(), torch.ones(3)), RuntimeError,
+     r"npu_add_custom: expected argument 'y' on a simhpu device"),
+    (lambda: torch_simhpu.npu_add_custom(torch.ones(3, dtype=torch.int64).simhpu(), torch.ones(3).simhpu()),
+     TypeError, r"npu_add_custom: argument 'x' has dtype Long, which is not supported; supported dtypes: "
+                r"Float, Double, Half, BFloat16"),
+    (lambda: torch_simhpu.npu_add_custom(torch.ones(3).simhpu(), torch.ones(3).double().simhpu()), TypeError,
+     r"npu_add_custom: expected argument 'y' to have the dtype of 'x' \(Float\), but it has Double"),
+    (lambda: torch_simhpu.npu_add_custom(torch.ones(2, 3).simhpu(), torch.ones(4).simhpu()), ValueError,
+     r"npu_add_custom: cannot broadcast argument 'y' of shape \[4\] with 'x' of shape \[2, 3\]"),
+    (lambda: torch_simhpu.npu_rms_norm(torch.ones(2, 8).simhpu(), torch.ones(4).simhpu()), ValueError,
+     r"npu_rms_norm: expected the shape of 'gamma' \[4\] to equal the trailing dimensions of 'x' \[2, 8\]"),
+    (lambda: torch_simhpu.npu_sum_dims(torch.ones(2, 3).simhpu(), [2]), IndexError,
+     r"npu_sum_dims: dimension 2 is out of range for argument 'self' with 2 dimension\(s\)"),
+    (lambda: torch_simhpu.npu_add_custom(torch.ones(3).simhpu(), torch.ones(3).to("simhpu:1")), RuntimeError,
+     r"npu_add_custom: expected all tensors on one device, but argument 'y' is on simhpu:1"),
+    (lambda: torch_simhpu.npu_scaled_add(torch.ones(3).simhpu(), torch.ones(3).simhpu(), "2"), TypeError,
+     r"npu_scaled_add: argument 'alpha' must be a number"),
+])
+def test_bad_input_names_the_op_and_leaves_the_device_usable(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+    still_usable()
+
+
+def test_fake_kernel_reports_bad_shapes_too():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        x, gamma = torch.empty(2, 8, device="simhpu"), torch.empty(4, device="simhpu")
+        with pytest.raises(ValueError, match="npu_rms_norm: expected the shape of 'gamma'"):
+            torch.ops.npu.npu_rms_norm(x, gamma)
+        y, rstd = torch.ops.npu.npu_rms_norm(x, torch.empty(8, device="simhpu"))
+        assert y.shape == (2, 8) and rstd.shape == (2, 1) and y.device.type == "simhpu"
+
+
+def test_backward_through_an_op_without_derivative_is_an_error():
+    args = [f64(2, 4), f64(2, 4), f64(4, positive=True), f64(2, 1, positive=True)]
+    dx, _ = torch_simhpu.npu_rms_norm_backward(*args)
+    with pytest.raises(RuntimeError, match="npu_rms_norm_backward"):
+        dx.sum().backward()
+    still_usable()

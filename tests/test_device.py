@@ -1,0 +1,108 @@
+"""The simhpu device as PyTorch sees it."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_simhpu
+
+
+# Subprocesses run from tmp_path: from the repo root, `import torch_simhpu`
+# would find the source folder instead of the installed wheel.
+
+
+def test_privateuse1_is_renamed():
+    assert torch._C._get_privateuse1_backend_name() == "simhpu"
+    assert torch.device("simhpu:1").type == "simhpu"
+
+
+def test_device_module():
+    assert torch.simhpu is torch_simhpu.device
+    assert torch.simhpu.is_available()
+    assert torch.simhpu.device_count() == 2
+    assert torch.simhpu.current_device() == 0
+    torch.simhpu.synchronize()
+
+
+def test_set_device_and_context():
+    try:
+        torch.simhpu.set_device(1)
+        assert torch.simhpu.current_device() == 1
+        assert torch.empty(2, device="simhpu").device == torch.device("simhpu", 1)
+    finally:
+        torch.simhpu.set_device(0)
+    with torch.simhpu.device(1):
+        assert torch.simhpu.current_device() == 1
+    assert torch.simhpu.current_device() == 0
+
+
+def test_bad_device_index_is_reported():
+    with pytest.raises(IndexError, match="device index 5 is out of range; simhpu has 2"):
+        torch.simhpu.set_device(5)
+    assert torch.simhpu.current_device() == 0
+
+
+def test_tensor_methods_like_cuda():
+    x = torch.randn(3)
+    d = x.simhpu()
+    assert d.is_simhpu and d.device == torch.device("simhpu", 0)
+    assert d.cpu().device.type == "cpu"
+    torch.testing.assert_close(d.cpu(), x)
+    torch.testing.assert_close(x.to("simhpu:1").cpu(), x)
+    m = torch.nn.Linear(2, 2).simhpu()
+    assert m.weight.device.type == "simhpu"
+
+
+def test_device_memory_is_accounted():
+    before = torch.simhpu.memory_allocated()
+    x = torch.empty(1024, device="simhpu")
+    assert torch.simhpu.memory_allocated() == before + 4096
+    assert torch.simhpu.max_memory_allocated() >= before + 4096
+    del x
+    assert torch.simhpu.memory_allocated() == before
+
+
+def test_copies_between_devices():
+    x = torch.randn(4, 5)
+    on0 = x.to("simhpu:0")
+    on1 = on0.to("simhpu:1")
+    assert on1.device.index == 1
+    torch.testing.assert_close(on1.cpu(), x)
+
+
+def test_kernel_registry_lists_kernels():
+    names = torch_simhpu._C._kernel_names()
+    assert {"add_custom", "rms_norm", "copy", "sum_dims"} <= set(names)
+
+
+@pytest.mark.parametrize("blocking", ["0", "1"])
+def test_launch_modes_give_the_same_results(blocking, tmp_path):
+    code = (
+        "import torch, torch_simhpu\n"
+        "x = torch.arange(6.).reshape(2, 3).simhpu()\n"
+        "y = torch_simhpu.npu_add_custom(x, x)\n"
+        "print(torch_simhpu._C._launch_blocking(), y.cpu().tolist())\n"
+    )
+    env = dict(os.environ, SIMHPU_LAUNCH_BLOCKING=blocking)
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"{blocking == '1'} [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]"
+
+
+def test_device_count_from_environment(tmp_path):
+    code = "import torch, torch_simhpu; print(torch.simhpu.device_count())"
+    env = dict(os.environ, SIMHPU_DEVICE_COUNT="3")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "3"
+
+
+def test_exit_with_work_queued_is_clean(tmp_path):
+    code = (
+        "import torch, torch_simhpu\n"
+        "x = torch.randn(256, 256).simhpu()\n"
+        "for _ in range(200):\n"
+        "    x = torch_simhpu.npu_add_custom(x, x)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
