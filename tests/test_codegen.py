@@ -1,0 +1,165 @@
+"""codegen from the source tree: validation messages with file:line, and
+generation that rewrites only what changed."""
+import importlib
+import os
+import shutil
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def codegen():
+    sys.path.insert(0, ROOT)
+    try:
+        return importlib.import_module("codegen.project")
+    finally:
+        sys.path.remove(ROOT)
+
+
+@pytest.fixture
+def project_dir(tmp_path):
+    """A copy of the project's YAML files and kernels to break."""
+    for name in ("op_plugin_functions.yaml", "derivatives.yaml"):
+        shutil.copy(os.path.join(ROOT, name), tmp_path / name)
+    shutil.copytree(os.path.join(ROOT, "csrc", "kernels"), tmp_path / "csrc" / "kernels")
+    return tmp_path
+
+
+def edit(path, old, new):
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+def line_of(path, fragment):
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if fragment in line)
+
+
+def problems(codegen, root):
+    with pytest.raises(Exception) as info:
+        codegen.load_project(str(root))
+    return str(info.value)
+
+
+def test_the_project_yaml_is_valid(codegen):
+    project = codegen.load_project(ROOT)
+    assert {op.name for op in project.custom_ops} >= {"npu_add_custom", "npu_rms_norm", "npu_sum_dims"}
+    assert {op.name for op in project.official_ops} == {"add.Tensor", "mul.Tensor"}
+
+
+@pytest.mark.parametrize("old,new,field,message", [
+    ("    dtypes: [float32, float64, float16, bfloat16]\n    doc: Elementwise sum",
+     "    dtype: [float32, float64, float16, bfloat16]\n    doc: Elementwise sum",
+     "dtype", "unknown field\n    fix: did you mean 'dtypes'?"),
+    ("func: npu_add_custom(Tensor x, Tensor y) -> Tensor", "func: npu_add_custom(Tensor x, Tensr y) -> Tensor",
+     "func", "schema does not parse"),
+    ("exec: add_custom, x, y, out", "exec: add_custon, x, y, out",
+     "exec", "no kernel 'add_custon' is registered under csrc/kernels (SIMHPU_KERNEL(add_custon))\n"
+             "    fix: did you mean 'add_custom'?"),
+    ("exec: add_custom, x, y, out", "exec: add_custom, x, z, out",
+     "exec", "'z' is neither an argument nor an output of npu_add_custom (outputs: out)"),
+    ('out: {size: "broadcast(x, y)", dtype: x}\n    dtypes: [float32, float64, float16, bfloat16]\n    doc: Elem',
+     'out: {size: "broadcast(x, w)", dtype: x}\n    dtypes: [float32, float64, float16, bfloat16]\n    doc: Elem',
+     "out", "output 'out': broadcast: 'w' is not an argument of the schema"),
+    ("dtypes: [float32, float64, float16, bfloat16]\n    doc: Elementwise sum",
+     "dtypes: [float32, float46, float16, bfloat16]\n    doc: Elementwise sum",
+     "dtypes", "unknown dtype 'float46'\n    fix: did you mean 'float64'?"),
+])
+def test_invalid_entries_report_file_line_entry_field(codegen, project_dir, old, new, field, message):
+    yaml_path = project_dir / "op_plugin_functions.yaml"
+    edit(yaml_path, old, new)
+    line = line_of(yaml_path, new.split("\n")[0].strip())
+    text = problems(codegen, project_dir)
+    entry = "npu_add_custom"
+    assert f"op_plugin_functions.yaml:{line}: {entry}: field '{field}': {message}" in text
+
+
+def test_duplicate_operator(codegen, project_dir):
+    yaml_path = project_dir / "op_plugin_functions.yaml"
+    text = yaml_path.read_text()
+    start = text.index("  - func: npu_swish")
+    end = text.index("  - func: npu_rms_norm(")
+    yaml_path.write_text(text + text[start:end])
+    assert "npu_swish: field 'func': operator declared twice (first at line" in problems(codegen, project_dir)
+
+
+def test_missing_field_and_several_problems_in_one_run(codegen, project_dir):
+    yaml_path = project_dir / "op_plugin_functions.yaml"
+    edit(yaml_path, "    exec: swish, self, beta, out\n", "")
+    edit(yaml_path, "exec: sum_dims, self, dim, keepdim, out", "exec: sum_dims, self, dims, keepdim, out")
+    text = problems(codegen, project_dir)
+    assert text.startswith("2 problems in the operator YAML:")
+    assert "npu_swish: field 'exec': missing required field\n    fix: add 'exec:' to the entry" in text
+    assert "npu_sum_dims: field 'exec': 'dims' is neither an argument nor an output" in text
+
+
+def test_derivative_for_unknown_operator_and_argument(codegen, project_dir):
+    path = project_dir / "derivatives.yaml"
+    edit(path, "- name: npu_swish(Tensor self, float beta=1.0) -> Tensor",
+         "- name: npu_swissh(Tensor self, float beta=1.0) -> Tensor")
+    edit(path, "  x: grad\n  y: grad * alpha", "  x: grad\n  z: grad * alpha")
+    text = problems(codegen, project_dir)
+    swish_line = line_of(path, "npu_swissh")
+    z_line = line_of(path, "  z: grad * alpha")
+    assert (f"derivatives.yaml:{swish_line}: npu_swissh: field 'name': no operator 'npu_swissh' is declared "
+            "in op_plugin_functions.yaml\n    fix: did you mean 'npu_swish'?") in text
+    assert f"derivatives.yaml:{z_line}: npu_scaled_add: field 'z': 'z' is not an argument of npu_scaled_add" in text
+
+
+def test_generate_rewrites_only_changed_files(codegen, project_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("generated")
+    first = codegen.generate(str(project_dir), str(out))
+    assert "csrc/ops/npu_swish.cpp" in first and "python/torch_simhpu/_generated/fake.py" in first
+    assert codegen.generate(str(project_dir), str(out)) == []
+
+    edit(project_dir / "op_plugin_functions.yaml", "doc: Swish activation", "doc: The swish activation")
+    changed = set(codegen.generate(str(project_dir), str(out)))
+    assert "csrc/ops/npu_swish.cpp" not in changed  # docs do not touch the C++ of the op
+    assert "csrc/ops/npu_add_custom.cpp" not in changed
+    assert "docs/ops.md" in changed
+
+
+def test_failed_check_leaves_generated_tree_untouched(codegen, project_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("generated")
+    codegen.generate(str(project_dir), str(out))
+    before = {p: p.read_text() for p in out.rglob("*") if p.is_file()}
+    edit(project_dir / "op_plugin_functions.yaml", "exec: swish, self, beta, out", "exec: swish, self, gamma, out")
+    with pytest.raises(Exception):
+        codegen.generate(str(project_dir), str(out))
+    assert {p: p.read_text() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_removed_operator_loses_its_translation_unit(codegen, project_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("generated")
+    codegen.generate(str(project_dir), str(out))
+    yaml_path = project_dir / "op_plugin_functions.yaml"
+    text = yaml_path.read_text()
+    start = text.index("  - func: npu_sum_dims")
+    yaml_path.write_text(text[:start])
+    deriv = project_dir / "derivatives.yaml"
+    dtext = deriv.read_text()
+    deriv.write_text(dtext[:dtext.index("- name: npu_sum_dims")])
+    changed = codegen.generate(str(project_dir), str(out))
+    assert "csrc/ops/npu_sum_dims.cpp (removed)" in changed
+    assert not (out / "csrc" / "ops" / "npu_sum_dims.cpp").exists()
+
+
+def test_generated_cpp_reads_as_written(codegen, tmp_path):
+    """A golden excerpt: the adapter of npu_add_custom."""
+    codegen.generate(ROOT, str(tmp_path))
+    text = (tmp_path / "csrc" / "ops" / "npu_add_custom.cpp").read_text()
+    expected = '''at::Tensor npu_add_custom(const at::Tensor & x, const at::Tensor & y) {
+  constexpr const char* kOpName = "npu_add_custom";
+  rules::check_device(kOpName, "x", x, x);
+  rules::check_device(kOpName, "y", y, x);
+  rules::check_dtype(kOpName, "x", x, { at::kFloat, at::kDouble, at::kHalf, at::kBFloat16 });
+  rules::check_same_dtype(kOpName, "y", y, "x", x);
+  const c10::DeviceGuard guard(x.device());
+  at::Tensor out = at::empty(rules::broadcast_shapes(kOpName, {"x", "y"}, {x, y}), x.options().dtype(x.scalar_type()));
+  EXEC_CMD(add_custom, x, y, out);
+  return out;
+}'''
+    assert expected in text
