@@ -106,3 +106,39 @@ def test_exit_with_work_queued_is_clean(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_kernel_failure_is_raised_at_the_next_synchronize():
+    x = torch.ones(4).simhpu()
+    torch_simhpu._C._launch_failing_kernel(x)  # returns at once: the kernel runs later
+    after = torch_simhpu.npu_add_custom(x, x)  # queued behind the failure: dropped
+    with pytest.raises(RuntimeError, match=r"simhpu kernel 'fail_on_device' launched by _launch_failing_kernel "
+                                           r"failed: device-side check failed on a tensor of 4 elements"):
+        torch.simhpu.synchronize()
+    torch.simhpu.synchronize()  # reported once, then the stream is usable again
+    torch.testing.assert_close(torch_simhpu.npu_add_custom(x, x).cpu(), torch.full((4,), 2.0))
+    del after
+
+
+def test_kernel_failure_surfaces_at_cpu_copy():
+    x = torch.ones(3).simhpu()
+    torch_simhpu._C._launch_failing_kernel(x)
+    with pytest.raises(RuntimeError, match="fail_on_device"):
+        x.cpu()
+    assert x.cpu().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_kernel_failure_in_blocking_mode_raises_at_the_call(tmp_path):
+    code = (
+        "import torch, torch_simhpu\n"
+        "x = torch.ones(2).simhpu()\n"
+        "try:\n"
+        "    torch_simhpu._C._launch_failing_kernel(x)\n"
+        "except RuntimeError as e:\n"
+        "    print('raised:', 'fail_on_device' in str(e))\n"
+        "print(torch_simhpu.npu_add_custom(x, x).cpu().tolist())\n"
+    )
+    env = dict(os.environ, SIMHPU_LAUNCH_BLOCKING="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split("\n")[:2] == ["raised: True", "[2.0, 2.0]"]

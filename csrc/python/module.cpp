@@ -1,12 +1,20 @@
 // torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/exec_cmd.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/launch_queue.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/csrc/utils/pybind.h>
 
 namespace simhpu {
+
+// Launches the always-failing diagnostic kernel on `t`'s device (tests only).
+void _launch_failing_kernel(const at::Tensor& t) {
+  const c10::DeviceGuard guard(t.device());
+  EXEC_CMD(fail_on_device, t);
+}
 
 void register_hooks();                                  // runtime/hooks.cpp
 void register_generated_ops(pybind11::module_& m);      // generated python_bindings.cpp
@@ -36,6 +44,7 @@ PYBIND11_MODULE(_C, m) {
     return simhpu::max_memory_allocated(static_cast<c10::DeviceIndex>(index));
   });
   m.def("_kernel_names", &simhpu::registered_kernel_names);
+  m.def("_launch_failing_kernel", &simhpu::_launch_failing_kernel);
 
   simhpu::register_generated_ops(m);
 }
