@@ -142,3 +142,15 @@ def test_kernel_failure_in_blocking_mode_raises_at_the_call(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
                          check=True)
     assert out.stdout.split("\n")[:2] == ["raised: True", "[2.0, 2.0]"]
+
+
+def test_copy_to_device_and_python_scalars_do_not_wait_for_the_queue():
+    x = torch.ones(3).simhpu()
+    torch_simhpu._C._launch_failing_kernel(x)
+    # Neither call synchronises, so the pending failure is not reported here...
+    y = torch.full((3,), 2.0).to("simhpu")
+    z = x * 2  # the wrapped scalar 2 is copied to the device
+    # ...but at the next synchronising call.
+    with pytest.raises(RuntimeError, match="fail_on_device"):
+        torch.simhpu.synchronize()
+    del y, z

@@ -144,12 +144,16 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_
   }
   const bool src_on_device = self.is_privateuseone();
   const bool dst_on_device = dst.is_privateuseone();
-  if (src_on_device && dst_on_device && self.device() == dst.device()) {
-    // Same device: a copy kernel, ordered with the other work in the queue.
+  if (dst_on_device && (!src_on_device || self.device() == dst.device())) {
+    // Into the device: a copy kernel, ordered with the other work in the queue.
+    // A host source is first staged in a private buffer (as CUDA does for
+    // pageable memory), so the caller may reuse its tensor as soon as we return.
     const c10::DeviceGuard guard(dst.device());
-    EXEC_CMD(copy, self, dst);
+    EXEC_CMD(copy, src_on_device ? self : self.clone(at::MemoryFormat::Contiguous), dst);
     return dst;
   }
+  // Out of the device, or between devices: the host reads device memory, so
+  // the queues involved must drain first.
   if (src_on_device) {
     synchronize_device(self.device().index());
   }
