@@ -15,8 +15,9 @@ from torchgen.gen import parse_native_yaml
 from torchgen.model import FunctionSchema
 from torchgen.packaged.autograd.load_derivatives import create_differentiability_info
 
+from .cpp_calls import formula_helpers, resolve
 from .errors import Problems, did_you_mean
-from .model import Project
+from .model import Project, output_names
 from .yaml_loader import DuplicateKey, LineDict, load_yaml
 
 TAGS_YAML = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "tags.yaml")
@@ -29,6 +30,14 @@ def _native_functions(project: Project):
     # The path is only torchgen's cache key; make it unique to this op set.
     key = "simhpu-ops-" + hashlib.sha1(repr(entries).encode()).hexdigest()
     return parse_native_yaml(key, TAGS_YAML, loaded_yaml=entries, skip_native_fns_gen=True).native_functions
+
+
+def formula_values(op) -> set[str]:
+    """The names a formula of `op` may use."""
+    values = {a.name for a in op.schema.arguments.flat_all}
+    values |= {"grad", "grads", "grad_input_mask", "result"} | set(output_names(op.schema))
+    values |= {f"result{i}" for i in range(len(op.schema.returns))}
+    return values
 
 
 def attach_derivatives(path: str, project: Project, problems: Problems) -> None:
@@ -56,6 +65,8 @@ def attach_derivatives(path: str, project: Project, problems: Problems) -> None:
         by_signature[fn.func.signature()].append(fn)
         by_schema[str(fn.func)] = fn
     op_counter: Counter[str] = Counter()
+    npu_ops = {op.cpp_name for op in project.custom_ops}
+    helpers = formula_helpers(os.path.dirname(path))
 
     for entry in entries:
         if not isinstance(entry, LineDict) or "name" not in entry:
@@ -89,12 +100,19 @@ def attach_derivatives(path: str, project: Project, problems: Problems) -> None:
             bad("name", f"a second derivative entry for '{op.name}'", "merge the two entries")
             continue
         arg_names = {a.name for a in op.schema.arguments.flat_all}
+        errors_before = len(problems.items)
         for key in entry:
             if key in SPECIAL_KEYS:
                 continue
             for var in (v.strip() for v in str(key).split(",")):
                 if var not in arg_names:
                     bad(key, f"'{var}' is not an argument of {op.name}", did_you_mean(var, arg_names))
+            aten, unknown = resolve(str(entry[key]), formula_values(op), npu_ops, helpers)
+            op.aten_calls |= aten
+            for message in unknown:
+                bad(key, f"the formula {message}")
+        if len(problems.items) != errors_before:
+            continue
         try:
             formulas = {k: str(v) for k, v in entry.items() if k not in SPECIAL_KEYS}
             if "result" in entry:
@@ -105,4 +123,6 @@ def attach_derivatives(path: str, project: Project, problems: Problems) -> None:
             _, per_key = create_differentiability_info(defn, by_signature, by_schema, op_counter, set())
             op.derivative = per_key["Default"]
         except Exception as e:  # torchgen reports formula problems as exceptions
-            bad("name", f"torchgen rejected the entry: {e}")
+            # torchgen appends where it read the function; that is our own temporary list.
+            reason = str(e).split("\n  in native_functions.yaml")[0]
+            bad("name", f"torchgen rejected the entry: {reason}")

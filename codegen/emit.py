@@ -6,14 +6,16 @@ are removed.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
-import re
 
 import jinja2
 from torchgen.api import cpp
+from torchgen.model import FunctionSchema
+from torchgen.native_function_generation import functional_to_out_signature
 
 from . import rules as rule_lang
-from .model import OpDecl, Project
+from .model import OpDecl, Project, output_names
 from .types import (base_type, binding_param, cpp_default, dispatcher_signature, python_default,
                     stub_type)
 
@@ -57,13 +59,13 @@ def _autograd_view(op: OpDecl) -> dict | None:
     return_names = [n if n != "self" else "result" for n in cpp.return_names(info.func)]
     derivatives = []
     for d in info.derivatives:
-        derivatives.append({"formula": d.formula, "slots": [diff_args.index(v) for v in d.var_names]})
+        derivatives.append({"formula": d.formula, "slots": [diff_args.index(v) for v in d.var_names],
+                            "uses_mask": "grad_input_mask" in d.formula})
     saved = [_saved_field(s, False) for s in info.all_saved_inputs]
     saved_outputs = []
     for s in info.all_saved_outputs:
         index = return_names.index(s.nctype.name)
         saved_outputs.append(dict(_saved_field(s, bool(differentiable[index])), index=index))
-    formulas = " ".join(d.formula for d in info.derivatives)
     return {
         "node": info.op,
         "diff_args": diff_args,
@@ -73,56 +75,127 @@ def _autograd_view(op: OpDecl) -> dict | None:
         "saved_outputs": saved_outputs,
         "differentiable_outputs": [i for i, d in enumerate(differentiable) if d],
         "return_names": return_names,
-        "aten_includes": sorted(set(re.findall(r"\bat::(\w+)\(", formulas))),
+        "aten_calls": sorted(op.aten_calls),
+        "output_shapes": sum(bool(x) for x in differentiable) > 1,
     }
 
 
-def _op_view(op: OpDecl, namespace: str) -> dict:
-    returns, params, fn_type = dispatcher_signature(op.schema)
-    args = list(op.schema.arguments.flat_all)
-    tensors = [a.name for a in args if base_type(a) == "Tensor"]
-    optional_tensors = [a.name for a in args if base_type(a) == "Tensor?"]
-    outputs = [{"name": o.name, "size": rule_lang.to_cpp(o.size), "dtype": rule_lang.to_cpp(o.dtype),
-                "size_py": rule_lang.to_python(o.size), "dtype_py": rule_lang.to_python(o.dtype)}
-               for o in op.outputs]
-    # The kernel sees contiguous copies when the entry asks for them.
-    operand = {t: (f"{t}.contiguous()" if op.contiguous else t) for t in tensors}
-    if op.kind == "official":
-        operand = {t: f"{t}_" for t in tensors}
-    exec_args = [operand.get(a, a) for a in op.exec_args]
-    out_names = [o["name"] for o in outputs]
+def out_schema(schema: FunctionSchema) -> FunctionSchema:
+    """The out= variant, its out arguments named like the functional op's outputs."""
+    out = functional_to_out_signature(schema)
+    renamed = tuple(dataclasses.replace(a, name=n) for a, n in zip(out.arguments.out, output_names(schema)))
+    return dataclasses.replace(out, arguments=dataclasses.replace(out.arguments, out=renamed))
+
+
+def inplace_schema(schema: FunctionSchema) -> FunctionSchema:
+    """The in-place variant: writes into its first argument, `self`."""
+    args = str(schema.arguments)
+    assert args.startswith("Tensor self")
+    return FunctionSchema.parse(f"{schema.name.name.base}_(Tensor(a!) self{args[len('Tensor self'):]}) -> Tensor(a!)")
+
+
+def _signature_view(schema: FunctionSchema) -> dict:
+    returns, params, fn_type = dispatcher_signature(schema)
+    return {
+        "schema": str(schema),
+        "name": str(schema.name),
+        "base_name": str(schema.name.name),
+        "overload": schema.name.overload_name,
+        "cpp_name": str(schema.name).replace(".", "_"),
+        "returns": returns,
+        "fn_type": fn_type,
+        "params": ", ".join(f"{t} {n}" for t, n in params),
+        "arg_names": [n for _, n in params],
+    }
+
+
+def _bindings(op: OpDecl) -> list[dict]:
     bindings = []
-    for a in args:
+    for a in op.schema.arguments.flat_all:
         ptype, convert = binding_param(a, op.name)
         bindings.append({"name": a.name, "ptype": ptype, "convert": convert,
                          "kw_only": a in op.schema.arguments.flat_kwarg_only,
                          "default": None if a.default is None else cpp_default(a),
                          "stub_type": stub_type(a),
                          "py_default": None if a.default is None else python_default(a)})
-    return {
+    return bindings
+
+
+def _promoted(op: OpDecl) -> list[str]:
+    """Tensor arguments cast to the promoted dtype before the kernel runs."""
+    for o in op.outputs:
+        if o.dtype.fn == "promote":
+            return o.dtype.arg_names()
+    return []
+
+
+def _op_view(op: OpDecl, namespace: str) -> dict:
+    args = list(op.schema.arguments.flat_all)
+    tensors = [a.name for a in args if base_type(a.type) == "Tensor"]
+    other_tensors = [a.name for a in args if base_type(a.type) in ("Tensor?", "Tensor[]")]
+    promoted = _promoted(op)
+    outputs = [{"name": o.name, "size": rule_lang.to_cpp(o.size), "dtype": rule_lang.to_cpp(o.dtype),
+                "size_py": rule_lang.to_python(o.size), "dtype_py": rule_lang.to_python(o.dtype),
+                "text": o.text}
+               for o in op.outputs]
+    operands = {}
+    for t in tensors:
+        expr = f"{t}_" if (op.kind == "official" or t in promoted) else t
+        operands[t] = f"{expr}.contiguous()" if op.contiguous else expr
+    checks = [(rule_lang.to_cpp(c), rule_lang.to_python(c)) for c in op.checks]
+    if op.elementwise and op.outputs[0].size.fn not in ("broadcast", "same"):
+        # The kernel broadcasts its inputs to a declared output shape: check they do.
+        size_cpp, size_py = rule_lang.to_cpp(op.outputs[0].size), rule_lang.to_python(op.outputs[0].size)
+        for t in op.elementwise.tensors:
+            checks.append((f'rules::check_broadcastable(kOpName, "{t}", {t}, {size_cpp})',
+                           f'_rules.check_broadcastable(_op, "{t}", {t}, {size_py})'))
+    view = _signature_view(op.schema)
+    view.update({
+        "self_view": _signature_view(op.schema),
         "op": op,
-        "name": op.name,
-        "base_name": str(op.schema.name.name),
-        "overload": op.schema.name.overload_name,
-        "cpp_name": op.cpp_name,
         "namespace": namespace,
-        "schema": str(op.schema),
-        "returns": returns,
-        "fn_type": fn_type,
-        "params": ", ".join(f"{t} {n}" for t, n in params),
-        "arg_names": [n for _, n in params],
-        "bindings": bindings,
+        "bindings": _bindings(op),
         "tensors": tensors,
-        "optional_tensors": optional_tensors,
-        "first": tensors[0] if tensors else None,
+        "other_tensors": other_tensors,
+        "promoted": promoted,
+        "first": tensors[0],
         "dtypes": ", ".join(rule_lang.DTYPES[d][0] for d in op.dtypes),
-        "checks": [rule_lang.to_cpp(c) for c in op.checks],
-        "checks_py": [rule_lang.to_python(c) for c in op.checks],
+        "checks": [cpp for cpp, _ in checks],
+        "checks_py": [py for _, py in checks],
         "outputs": outputs,
-        "exec_args": exec_args,
-        "return_expr": out_names[0] if len(out_names) == 1 else "{" + ", ".join(out_names) + "}",
-        "stub_returns": "Tensor" if len(outputs) == 1 else "tuple[" + ", ".join(["Tensor"] * len(outputs)) + "]",
+        "exec_args": [operands.get(a, a) for a in op.exec_args],
+        "return_expr": outputs[0]["name"] if len(outputs) == 1 else "{" + ", ".join(o["name"] for o in outputs) + "}",
+        "stub_returns": "Tensor" if len(op.schema.returns) == 1 else
+        "tuple[" + ", ".join(["Tensor"] * len(op.schema.returns)) + "]",
         "autograd": _autograd_view(op),
+        "elementwise": _elementwise_view(op),
+        "out_variant": _signature_view(out_schema(op.schema)) if "out" in op.variants else None,
+        "inplace_variant": _signature_view(inplace_schema(op.schema)) if "inplace" in op.variants else None,
+    })
+    return view
+
+
+def _elementwise_view(op: OpDecl) -> dict | None:
+    kernel = op.elementwise
+    if kernel is None:
+        return None
+    params = [f"const DeviceTensor& {t}" for t in kernel.tensors]
+    numbers = []
+    for name, schema_type in kernel.numbers:
+        ctype = {"float": "double", "int": "int64_t", "SymInt": "int64_t", "bool": "bool",
+                 "Scalar": "const c10::Scalar&"}[schema_type]
+        params.append(f"{ctype} {name}")
+        convert = f"{name}.to<acc_t>()" if schema_type == "Scalar" else f"static_cast<acc_t>({name})"
+        numbers.append({"name": name, "convert": convert})
+    return {
+        "kernel": op.kernel,
+        "expression": kernel.expression,
+        "cpp": kernel.cpp,
+        "params": ", ".join(params + ["const DeviceTensor& out"]),
+        "args": ", ".join([*kernel.tensors, *(n for n, _ in kernel.numbers), "out"]),
+        "tensors": kernel.tensors,
+        "numbers": numbers,
+        "dtypes": [(rule_lang.DTYPES[d][0], rule_lang.DTYPES[d][2]) for d in op.dtypes],
     }
 
 
@@ -134,7 +207,9 @@ def render(project: Project) -> dict[str, str]:
     context = {"project": project, "ops": views, "custom_ops": custom}
     files = {}
     for view in views:
-        template = "official_op.cpp.j2" if view["op"].kind == "official" else "custom_op.cpp.j2"
+        template = {"official": "official_op.cpp.j2", "custom": "custom_op.cpp.j2"}[view["op"].kind]
+        if view["op"].composite is not None:
+            template = "composite_op.cpp.j2"
         files[f"csrc/ops/{view['cpp_name']}.cpp"] = env.get_template(template).render(context, **view)
     files["include/generated/npu_ops.h"] = env.get_template("npu_ops.h.j2").render(context)
     files["csrc/python_bindings.cpp"] = env.get_template("python_bindings.cpp.j2").render(context)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from .cpp_calls import formula_helpers, resolve
 from .derivatives import attach_derivatives
 from .emit import render, write_tree
 from .errors import Problems
@@ -19,6 +20,7 @@ def load_project(root: str) -> Project:
     kernels = registered_kernels(os.path.join(root, KERNEL_DIR))
     project = load_ops(os.path.join(root, OPS_YAML), kernels, problems)
     if not problems.items:
+        _resolve_composites(root, project, problems)
         attach_derivatives(os.path.join(root, DERIVATIVES_YAML), project, problems)
     problems.raise_if_any()
     return project
@@ -28,3 +30,16 @@ def generate(root: str, out_dir: str) -> list[str]:
     """Validate, then write the generated tree; nothing is written if validation fails."""
     project = load_project(root)
     return write_tree(out_dir, render(project))
+
+
+def _resolve_composites(root: str, project: Project, problems: Problems) -> None:
+    npu_ops = {op.cpp_name for op in project.custom_ops}
+    helpers = formula_helpers(root)
+    for op in project.ops:
+        if op.composite is None:
+            continue
+        values = {a.name for a in op.schema.arguments.flat_all}
+        aten, unknown = resolve(op.composite, values, npu_ops - {op.cpp_name}, helpers)
+        op.aten_calls |= aten
+        for message in unknown:
+            problems.add(op.file, op.line, op.name, "composite", f"the expression {message}")

@@ -14,20 +14,18 @@ from dataclasses import dataclass
 
 from .errors import did_you_mean
 
-# YAML dtype name -> (C++ ScalarType, torch attribute)
+# YAML dtype name -> (C++ ScalarType, torch attribute, C++ element type)
 DTYPES = {
-    "float32": ("at::kFloat", "float32"),
-    "float64": ("at::kDouble", "float64"),
-    "float16": ("at::kHalf", "float16"),
-    "bfloat16": ("at::kBFloat16", "bfloat16"),
-    "int8": ("at::kChar", "int8"),
-    "uint8": ("at::kByte", "uint8"),
-    "int16": ("at::kShort", "int16"),
-    "int32": ("at::kInt", "int32"),
-    "int64": ("at::kLong", "int64"),
-    "bool": ("at::kBool", "bool"),
-    "complex64": ("at::kComplexFloat", "complex64"),
-    "complex128": ("at::kComplexDouble", "complex128"),
+    "float32": ("at::kFloat", "float32", "float"),
+    "float64": ("at::kDouble", "float64", "double"),
+    "float16": ("at::kHalf", "float16", "at::Half"),
+    "bfloat16": ("at::kBFloat16", "bfloat16", "at::BFloat16"),
+    "int8": ("at::kChar", "int8", "int8_t"),
+    "uint8": ("at::kByte", "uint8", "uint8_t"),
+    "int16": ("at::kShort", "int16", "int16_t"),
+    "int32": ("at::kInt", "int32", "int32_t"),
+    "int64": ("at::kLong", "int64", "int64_t"),
+    "bool": ("at::kBool", "bool", "bool"),
 }
 
 
@@ -61,6 +59,7 @@ class RuleSpec:
 
 SPECS = {
     "same": RuleSpec("size", ("tensor",), "rules::same_shape({0})", "list({0}.shape)", "ARG"),
+    "shape": RuleSpec("size", ("int_list",), "rules::as_shape({0})", "list({0})", "an int[] argument or [n, ...]"),
     "broadcast": RuleSpec(
         "size", ("tensors",),
         "rules::broadcast_shapes(kOpName, {{{names}}}, {{{args}}})",
@@ -72,11 +71,11 @@ SPECS = {
         '_rules.reduced_shape(_op, "{0}", {0}, {1}, {2})',
         "reduce(ARG, DIMS, KEEPDIM)"),
     "same_dtype": RuleSpec("dtype", ("tensor",), "{0}.scalar_type()", "{0}.dtype", "ARG"),
-    "promote": RuleSpec("dtype", ("tensors",), "at::result_type({args})", "torch.result_type({args})",
-                        "promote(A, B)"),
+    "promote": RuleSpec("dtype", ("tensors",), "rules::promote_types({{{args}}})", "_rules.promote_types([{args}])",
+                        "promote(A, B, ...)"),
     "dtype": RuleSpec("dtype", ("dtype",), "{0}", "{0}", "a dtype name"),
     "same_shape": RuleSpec(
-        "check", ("tensor", "tensor"),
+        "check", ("tensor", "tensor_or_list"),
         'rules::check_same_shape(kOpName, "{0}", {0}, "{1}", {1})',
         '_rules.check_same_shape(_op, "{0}", {0}, "{1}", {1})',
         "same_shape(A, B)"),
@@ -110,9 +109,13 @@ def parse_rule(text, kind: str, arg_types: dict[str, str]) -> Rule:
     except SyntaxError as e:
         raise RuleError(f"'{text}' does not parse as a rule ({e.msg}); expected one of: {usage}") from e
 
+    if kind == "size" and isinstance(node, ast.List):
+        return Rule("shape", (_check_param("int_list", node, arg_types, "shape"),))
     if isinstance(node, ast.Name):
         if kind == "dtype" and node.id in DTYPES and node.id not in arg_types:
             return Rule("dtype", (Literal(node.id),))
+        if kind == "size" and _category(arg_types.get(node.id, "")) == "int_list":
+            return Rule("shape", (ArgRef(node.id),))
         if kind not in _BARE:
             raise RuleError(f"'{text}' is not a check; expected one of: {usage}")
         node = ast.Call(func=ast.Name(_BARE[kind]), args=[node], keywords=[])
@@ -135,7 +138,8 @@ def parse_rule(text, kind: str, arg_types: dict[str, str]) -> Rule:
     return Rule(node.func.id, tuple(args))
 
 
-_PARAM_WORDS = {"tensor": "a Tensor", "int_list": "an int[]", "bool": "a bool"}
+_PARAM_WORDS = {"tensor": "a Tensor", "int_list": "an int[]", "bool": "a bool",
+                "tensor_or_list": "a Tensor or Tensor[]"}
 
 
 def _category(schema_type: str) -> str:
@@ -153,13 +157,14 @@ def _check_param(param: str, arg, arg_types: dict[str, str], fn: str):
         if name not in arg_types:
             hint = did_you_mean(name, arg_types)
             raise RuleError(f"{fn}: '{name}' is not an argument of the schema" + (f"; {hint}" if hint else ""))
-        if _category(arg_types[name]) != param:
+        category = _category(arg_types[name])
+        if category != param and not (param == "tensor_or_list" and category in ("tensor", "Tensor[]")):
             raise RuleError(f"{fn}: argument '{name}' is {arg_types[name]}, expected {_PARAM_WORDS[param]}")
         return ArgRef(name)
     value = _literal(arg)
     ok = {"int_list": lambda v: isinstance(v, list) and all(isinstance(i, int) for i in v),
           "bool": lambda v: isinstance(v, bool),
-          "tensor": lambda v: False}[param]
+          "tensor": lambda v: False, "tensor_or_list": lambda v: False}[param]
     if not ok(value):
         raise RuleError(f"{fn}: '{ast.unparse(arg)}' is not a valid {param.replace('_', ' ')}")
     return Literal(value)
@@ -172,7 +177,7 @@ def _render(rule: Rule, lang: str) -> str:
         if isinstance(a, ArgRef):
             parts.append(a.name)
         elif rule.fn == "dtype":
-            cpp, py = DTYPES[a.value]
+            cpp, py, _ = DTYPES[a.value]
             parts.append(cpp if lang == "cpp" else f"torch.{py}")
         elif isinstance(a.value, bool):
             parts.append(("true" if a.value else "false") if lang == "cpp" else repr(a.value))

@@ -69,19 +69,19 @@ _STUB = {
 SUPPORTED_ARG_TYPES = sorted(_BINDING)
 
 
-def base_type(arg: Argument) -> str:
-    """The schema type without list sizes and aliasing, e.g. int[1] -> int[]."""
-    return re.sub(r"\[\d+\]", "[]", str(arg.type))
+def base_type(schema_type) -> str:
+    """A schema type without list sizes, e.g. int[1] -> int[]."""
+    return re.sub(r"\[\d+\]", "[]", str(schema_type))
 
 
 def binding_param(arg: Argument, op_name: str) -> tuple[str, str]:
     """(pybind11 parameter type, expression converting it for the C++ API)."""
-    ptype, convert = _BINDING[base_type(arg)]
+    ptype, convert = _BINDING[base_type(arg.type)]
     return ptype, convert.replace("{op}", op_name).replace("{name}", arg.name).format(arg.name)
 
 
 def stub_type(arg: Argument) -> str:
-    return _STUB[base_type(arg)]
+    return _STUB[base_type(arg.type)]
 
 
 def cpp_default(arg: Argument) -> str:

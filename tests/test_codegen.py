@@ -25,7 +25,16 @@ def project_dir(tmp_path):
     for name in ("op_plugin_functions.yaml", "derivatives.yaml"):
         shutil.copy(os.path.join(ROOT, name), tmp_path / name)
     shutil.copytree(os.path.join(ROOT, "csrc", "kernels"), tmp_path / "csrc" / "kernels")
+    shutil.copytree(os.path.join(ROOT, "csrc", "autograd"), tmp_path / "csrc" / "autograd")
     return tmp_path
+
+
+def remove_block(path, start):
+    """Remove the YAML list item that begins with `start`, up to the next blank line."""
+    text = path.read_text()
+    begin = text.index(start)
+    end = text.find("\n\n", begin)
+    path.write_text(text[:begin] + (text[end + 2:] if end != -1 else ""))
 
 
 def edit(path, old, new):
@@ -92,7 +101,8 @@ def test_missing_field_and_several_problems_in_one_run(codegen, project_dir):
     edit(yaml_path, "exec: sum_dims, self, dim, keepdim, out", "exec: sum_dims, self, dims, keepdim, out")
     text = problems(codegen, project_dir)
     assert text.startswith("2 problems in the operator YAML:")
-    assert "npu_swish: field 'exec': missing required field\n    fix: add 'exec:' to the entry" in text
+    assert ("npu_swish: field 'exec': missing required field\n    fix: add 'exec: KERNEL, args..., out', "
+            "'elementwise: EXPRESSION' or 'composite: EXPRESSION'") in text
     assert "npu_sum_dims: field 'exec': 'dims' is neither an argument nor an output" in text
 
 
@@ -135,13 +145,8 @@ def test_failed_check_leaves_generated_tree_untouched(codegen, project_dir, tmp_
 def test_removed_operator_loses_its_translation_unit(codegen, project_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("generated")
     codegen.generate(str(project_dir), str(out))
-    yaml_path = project_dir / "op_plugin_functions.yaml"
-    text = yaml_path.read_text()
-    start = text.index("  - func: npu_sum_dims")
-    yaml_path.write_text(text[:start])
-    deriv = project_dir / "derivatives.yaml"
-    dtext = deriv.read_text()
-    deriv.write_text(dtext[:dtext.index("- name: npu_sum_dims")])
+    remove_block(project_dir / "op_plugin_functions.yaml", "  - func: npu_sum_dims")
+    remove_block(project_dir / "derivatives.yaml", "- name: npu_sum_dims")
     changed = codegen.generate(str(project_dir), str(out))
     assert "csrc/ops/npu_sum_dims.cpp (removed)" in changed
     assert not (out / "csrc" / "ops" / "npu_sum_dims.cpp").exists()
@@ -151,15 +156,27 @@ def test_generated_cpp_reads_as_written(codegen, tmp_path):
     """A golden excerpt: the adapter of npu_add_custom."""
     codegen.generate(ROOT, str(tmp_path))
     text = (tmp_path / "csrc" / "ops" / "npu_add_custom.cpp").read_text()
-    expected = '''at::Tensor npu_add_custom(const at::Tensor & x, const at::Tensor & y) {
-  constexpr const char* kOpName = "npu_add_custom";
+    expected = '''c10::ScalarType check_npu_add_custom(const at::Tensor & x, const at::Tensor & y) {
   rules::check_device(kOpName, "x", x, x);
   rules::check_device(kOpName, "y", y, x);
   rules::check_dtype(kOpName, "x", x, { at::kFloat, at::kDouble, at::kHalf, at::kBFloat16 });
   rules::check_same_dtype(kOpName, "y", y, "x", x);
+  const c10::ScalarType dtype = x.scalar_type();
+  return dtype;
+}
+
+// Launches the kernel on checked arguments, writing the outputs.
+void run_npu_add_custom(const at::Tensor & x, const at::Tensor & y, c10::ScalarType dtype, const at::Tensor& out) {
+  (void)dtype;
+  EXEC_CMD(add_custom, x, y, out);
+}
+
+// PrivateUse1 kernel: check, allocate the outputs by the `out` rules, launch.
+at::Tensor npu_add_custom(const at::Tensor & x, const at::Tensor & y) {
+  const c10::ScalarType dtype = check_npu_add_custom(x, y);
   const c10::DeviceGuard guard(x.device());
   at::Tensor out = at::empty(rules::broadcast_shapes(kOpName, {"x", "y"}, {x, y}), x.options().dtype(x.scalar_type()));
-  EXEC_CMD(add_custom, x, y, out);
+  run_npu_add_custom(x, y, dtype, out);
   return out;
 }'''
     assert expected in text

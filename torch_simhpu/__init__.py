@@ -15,11 +15,11 @@ _device_registration.register()
 
 from torch_simhpu._generated import compile as _compile  # noqa: E402
 from torch_simhpu._generated import fake as _fake  # noqa: E402,F401
-from torch_simhpu._generated import CUSTOM_OPS as _CUSTOM_OPS  # noqa: E402
+from torch_simhpu._generated import PYTHON_FUNCTIONS as _PYTHON_FUNCTIONS  # noqa: E402
 
-for _name in _CUSTOM_OPS:
+for _name in _PYTHON_FUNCTIONS:
     globals()[_name] = getattr(_C, _name)
 _compile.register(_C)
 
 __all__ = ["device", "is_available", "device_count", "current_device", "set_device", "synchronize",
-           *_CUSTOM_OPS]
+           *_PYTHON_FUNCTIONS]

@@ -3,6 +3,12 @@ twin of csrc/aten/op_rules.h, with the same messages."""
 from __future__ import annotations
 
 
+def promote_types(tensors: list):
+    """The dtype PyTorch's type promotion gives `tensors`, as rules::promote_types."""
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+    return elementwise_dtypes(*tensors, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+
+
 def _shape(t) -> list:
     return list(t.shape)
 
@@ -44,6 +50,10 @@ def reduced_shape(op: str, arg: str, t, dims, keepdim: bool) -> list:
 
 
 def check_same_shape(op: str, a_arg: str, a, b_arg: str, b) -> None:
+    if isinstance(b, (list, tuple)):
+        for i, t in enumerate(b):
+            check_same_shape(op, a_arg, a, f"{b_arg}[{i}]", t)
+        return
     if _shape(a) != _shape(b):
         raise ValueError(f"{op}: expected '{a_arg}' and '{b_arg}' to have the same shape, "
                          f"but got {_shape(a)} and {_shape(b)}")
@@ -54,3 +64,19 @@ def check_trailing_shape(op: str, outer_arg: str, outer, inner_arg: str, inner) 
     if not (1 <= len(i) <= len(o) and o[len(o) - len(i):] == i):
         raise ValueError(f"{op}: expected the shape of '{inner_arg}' {i} to equal the trailing "
                          f"dimensions of '{outer_arg}' {o}")
+
+
+def check_inplace(op: str, self, shape, dtype) -> None:
+    if list(self.shape) != list(shape):
+        raise ValueError(f"{op}: the result has shape {list(shape)}, which cannot be written in place into "
+                         f"'self' of shape {list(self.shape)}")
+    if self.dtype != dtype:
+        raise TypeError(f"{op}: the result has dtype {dtype}, which cannot be written in place into "
+                        f"'self' of dtype {self.dtype}")
+
+
+def check_broadcastable(op: str, arg: str, t, shape) -> None:
+    sizes, shape = _shape(t), list(shape)
+    offset = len(shape) - len(sizes)
+    if offset < 0 or any(s != 1 and s != shape[offset + d] for d, s in enumerate(sizes)):
+        raise ValueError(f"{op}: argument '{arg}' of shape {sizes} does not broadcast to the output shape {shape}")

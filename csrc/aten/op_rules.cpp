@@ -1,5 +1,6 @@
 #include "aten/op_rules.h"
 
+#include <ATen/native/TypeProperties.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/Exception.h>
 
@@ -37,6 +38,57 @@ void check_device(const char* op, const char* arg, const std::optional<at::Tenso
   }
 }
 
+void check_device(const char* op, const char* arg, at::TensorList list, const at::Tensor& first) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string name = std::string(arg) + "[" + std::to_string(i) + "]";
+    check_device(op, name.c_str(), list[i], first);
+  }
+}
+
+c10::ScalarType promote_types(std::initializer_list<at::Tensor> tensors) {
+  at::native::ResultTypeState state = {};
+  for (const auto& t : tensors) {
+    state = at::native::update_result_type_state(t, state);
+  }
+  return at::native::result_type(state);
+}
+
+void check_compute_dtype(const char* op, std::initializer_list<const char*> args, c10::ScalarType dtype,
+                         std::initializer_list<c10::ScalarType> allowed) {
+  for (auto d : allowed) {
+    if (d == dtype) {
+      return;
+    }
+  }
+  std::string names;
+  for (const char* a : args) {
+    names += (names.empty() ? "'" : ", '") + std::string(a) + "'";
+  }
+  TORCH_CHECK_TYPE(false, op, ": arguments ", names, " promote to dtype ", dtype,
+                   ", which is not supported; supported dtypes: ", dtype_list(allowed));
+}
+
+void prepare_out(const char* op, const char* arg, const at::Tensor& out, const at::Tensor& first,
+                 c10::ScalarType dtype, c10::IntArrayRef shape) {
+  check_device(op, arg, out, first);
+  TORCH_CHECK_TYPE(out.scalar_type() == dtype, op, ": expected out= argument '", arg, "' of dtype ", dtype,
+                   ", but it has ", out.scalar_type());
+  if (out.sizes() != shape) {
+    if (out.numel() != 0) {
+      TORCH_WARN(op, ": out= argument '", arg, "' of shape ", out.sizes(), " is resized to ", shape,
+                 "; pass an empty tensor or one of the right shape to avoid this warning");
+    }
+    out.resize_(shape);
+  }
+}
+
+void check_inplace(const char* op, const at::Tensor& self, c10::IntArrayRef shape, c10::ScalarType dtype) {
+  TORCH_CHECK_VALUE(self.sizes() == shape, op, ": the result has shape ", shape,
+                    ", which cannot be written in place into 'self' of shape ", self.sizes());
+  TORCH_CHECK_TYPE(self.scalar_type() == dtype, op, ": the result has dtype ", dtype,
+                   ", which cannot be written in place into 'self' of dtype ", self.scalar_type());
+}
+
 void check_dtype(const char* op, const char* arg, const at::Tensor& t,
                  std::initializer_list<c10::ScalarType> allowed) {
   for (auto d : allowed) {
@@ -59,6 +111,24 @@ void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
                       const char* b_arg, const at::Tensor& b) {
   TORCH_CHECK_VALUE(a.sizes() == b.sizes(), op, ": expected '", a_arg, "' and '", b_arg,
                     "' to have the same shape, but got ", a.sizes(), " and ", b.sizes());
+}
+
+void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
+                      const char* b_arg, at::TensorList b) {
+  for (size_t i = 0; i < b.size(); ++i) {
+    const std::string name = std::string(b_arg) + "[" + std::to_string(i) + "]";
+    check_same_shape(op, a_arg, a, name.c_str(), b[i]);
+  }
+}
+
+void check_broadcastable(const char* op, const char* arg, const at::Tensor& t, c10::IntArrayRef shape) {
+  const int64_t offset = static_cast<int64_t>(shape.size()) - t.dim();
+  bool fits = offset >= 0;
+  for (int64_t d = 0; fits && d < t.dim(); ++d) {
+    fits = t.size(d) == 1 || t.size(d) == shape[offset + d];
+  }
+  TORCH_CHECK_VALUE(fits, op, ": argument '", arg, "' of shape ", t.sizes(),
+                    " does not broadcast to the output shape ", shape);
 }
 
 void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,

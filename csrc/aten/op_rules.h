@@ -16,6 +16,8 @@ using Shape = std::vector<int64_t>;
 void check_device(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& first);
 void check_device(const char* op, const char* arg, const std::optional<at::Tensor>& t, const at::Tensor& first);
 
+void check_device(const char* op, const char* arg, at::TensorList list, const at::Tensor& first);
+
 // `t`'s dtype is one of `allowed`.
 void check_dtype(const char* op, const char* arg, const at::Tensor& t,
                  std::initializer_list<c10::ScalarType> allowed);
@@ -24,9 +26,29 @@ void check_dtype(const char* op, const char* arg, const at::Tensor& t,
 void check_same_dtype(const char* op, const char* arg, const at::Tensor& t,
                       const char* ref_arg, const at::Tensor& ref);
 
+// The dtype PyTorch's type promotion gives `tensors` (as for a binary op).
+c10::ScalarType promote_types(std::initializer_list<at::Tensor> tensors);
+
+// `dtype`, which `args` promote to, is one of `allowed`.
+void check_compute_dtype(const char* op, std::initializer_list<const char*> args, c10::ScalarType dtype,
+                         std::initializer_list<c10::ScalarType> allowed);
+
+// An out= argument: on `first`'s device, of `dtype`; resized to `shape` when it differs.
+void prepare_out(const char* op, const char* arg, const at::Tensor& out, const at::Tensor& first,
+                 c10::ScalarType dtype, c10::IntArrayRef shape);
+
+// An in-place op's result has `self`'s shape and dtype.
+void check_inplace(const char* op, const at::Tensor& self, c10::IntArrayRef shape, c10::ScalarType dtype);
+
 // `a` and `b` have equal shapes.
 void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
                       const char* b_arg, const at::Tensor& b);
+
+void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
+                      const char* b_arg, at::TensorList b);
+
+// `t` broadcasts to `shape` (the output of an elementwise op).
+void check_broadcastable(const char* op, const char* arg, const at::Tensor& t, c10::IntArrayRef shape);
 
 // `inner`'s shape equals the trailing dimensions of `outer` (layer-norm style).
 void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
@@ -34,6 +56,9 @@ void check_trailing_shape(const char* op, const char* outer_arg, const at::Tenso
 
 // Output shapes.
 Shape same_shape(const at::Tensor& t);
+inline Shape as_shape(c10::IntArrayRef sizes) { return sizes.vec(); }
+inline Shape as_shape(c10::SymIntArrayRef sizes) { return C10_AS_INTARRAYREF_SLOW(sizes).vec(); }
+inline Shape as_shape(std::initializer_list<int64_t> sizes) { return Shape(sizes); }
 Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args,
                        std::initializer_list<at::Tensor> tensors);
 Shape reduced_shape(const char* op, const char* arg, const at::Tensor& t,

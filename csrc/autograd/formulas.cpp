@@ -33,4 +33,20 @@ at::Tensor swish_backward(const at::Tensor& grad, const at::Tensor& self, double
   return grad * (s * (1 + self * beta * (1 - s)));
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mul_add_backward(
+    const at::Tensor& grad_prod, const at::Tensor& grad_total, const at::Tensor& x, const at::Tensor& y,
+    std::array<bool, 3> grad_input_mask) {
+  at::Tensor gx, gy, gz;
+  if (grad_input_mask[0]) {
+    gx = grad_prod * y + grad_total;
+  }
+  if (grad_input_mask[1]) {
+    gy = grad_prod * x;
+  }
+  if (grad_input_mask[2]) {
+    gz = grad_total;
+  }
+  return {gx, gy, gz};
+}
+
 } // namespace simhpu::formulas

@@ -6,6 +6,9 @@
 #include <c10/core/Scalar.h>
 #include <c10/core/SymInt.h>
 
+#include <array>
+#include <tuple>
+
 namespace simhpu::formulas {
 
 // Gradient of a sum over `dim`: grad broadcast back to the input's shape.
@@ -14,5 +17,11 @@ at::Tensor sum_dims_backward(const at::Tensor& grad, c10::SymIntArrayRef input_s
 
 // d/dx [x * sigmoid(beta * x)] applied to grad.
 at::Tensor swish_backward(const at::Tensor& grad, const at::Tensor& self, double beta);
+
+// Gradients of npu_mul_add (prod = x * y, total = x + z) for the inputs in
+// grad_input_mask; the others are left undefined.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mul_add_backward(
+    const at::Tensor& grad_prod, const at::Tensor& grad_total, const at::Tensor& x, const at::Tensor& y,
+    std::array<bool, 3> grad_input_mask);
 
 } // namespace simhpu::formulas

@@ -30,6 +30,8 @@ const char* kernel_type_name() {
   else if constexpr (std::is_same_v<T, c10::Scalar>) return "Scalar";
   else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return "int[]";
   else if constexpr (std::is_same_v<T, c10::ScalarType>) return "ScalarType";
+  else if constexpr (std::is_same_v<T, std::string>) return "str";
+  else if constexpr (std::is_same_v<T, std::vector<DeviceTensor>>) return "Tensor[]";
   else return "?";
 }
 
@@ -51,15 +53,19 @@ struct ArgFrom<c10::IntArrayRef> {
   }
 };
 
-template <>
-struct ArgFrom<const std::optional<DeviceTensor>&> {
-  static std::optional<DeviceTensor> get(const KernelArg& arg, size_t index) {
+// std::optional<T> parameters (by value or const reference) accept None.
+template <typename T>
+struct ArgFrom<std::optional<T>> {
+  static std::optional<T> get(const KernelArg& arg, size_t index) {
     if (std::holds_alternative<NoneArg>(arg)) {
       return std::nullopt;
     }
-    return ArgFrom<DeviceTensor>::get(arg, index);
+    return ArgFrom<T>::get(arg, index);
   }
 };
+
+template <typename T>
+struct ArgFrom<const std::optional<T>&> : ArgFrom<std::optional<T>> {};
 
 template <auto Fn>
 struct KernelInvoker;

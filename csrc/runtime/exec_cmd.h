@@ -18,20 +18,43 @@ inline void add_arg(LaunchRecord& r, const at::Tensor& t) {
   r.args.emplace_back(describe_tensor(t));
   r.keep_alive.push_back(t.storage());
 }
+inline void add_arg(LaunchRecord& r, at::TensorList list) {
+  std::vector<DeviceTensor> descriptors;
+  descriptors.reserve(list.size());
+  for (const auto& t : list) {
+    descriptors.push_back(describe_tensor(t));
+    r.keep_alive.push_back(t.storage());
+  }
+  r.args.emplace_back(std::move(descriptors));
+}
+inline void add_arg(LaunchRecord& r, const c10::Scalar& s) { r.args.emplace_back(s); }
+inline void add_arg(LaunchRecord& r, double v) { r.args.emplace_back(v); }
+inline void add_arg(LaunchRecord& r, int64_t v) { r.args.emplace_back(v); }
+inline void add_arg(LaunchRecord& r, const c10::SymInt& v) { r.args.emplace_back(v.expect_int()); }
+inline void add_arg(LaunchRecord& r, bool v) { r.args.emplace_back(v); }
+inline void add_arg(LaunchRecord& r, c10::ScalarType v) { r.args.emplace_back(v); }
+inline void add_arg(LaunchRecord& r, c10::string_view v) { r.args.emplace_back(std::string(v)); }
+inline void add_arg(LaunchRecord& r, c10::IntArrayRef v) {
+  r.args.emplace_back(std::vector<int64_t>(v.begin(), v.end()));
+}
+inline void add_arg(LaunchRecord& r, c10::SymIntArrayRef v) {
+  add_arg(r, C10_AS_INTARRAYREF_SLOW(v));
+}
+// An optional argument that is None reaches the kernel as NoneArg.
+template <typename T>
+void add_arg(LaunchRecord& r, const std::optional<T>& v) {
+  if (v.has_value()) {
+    add_arg(r, *v);
+  } else {
+    r.args.emplace_back(NoneArg{});
+  }
+}
 inline void add_arg(LaunchRecord& r, const std::optional<at::Tensor>& t) {
   if (t.has_value() && t->defined()) {
     add_arg(r, *t);
   } else {
     r.args.emplace_back(NoneArg{});
   }
-}
-inline void add_arg(LaunchRecord& r, const c10::Scalar& s) { r.args.emplace_back(s); }
-inline void add_arg(LaunchRecord& r, double v) { r.args.emplace_back(v); }
-inline void add_arg(LaunchRecord& r, int64_t v) { r.args.emplace_back(v); }
-inline void add_arg(LaunchRecord& r, bool v) { r.args.emplace_back(v); }
-inline void add_arg(LaunchRecord& r, c10::ScalarType v) { r.args.emplace_back(v); }
-inline void add_arg(LaunchRecord& r, c10::IntArrayRef v) {
-  r.args.emplace_back(std::vector<int64_t>(v.begin(), v.end()));
 }
 
 } // namespace detail

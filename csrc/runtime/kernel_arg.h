@@ -7,6 +7,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -38,12 +39,14 @@ struct NoneArg {};
 using KernelArg = std::variant<
     NoneArg,
     DeviceTensor,
+    std::vector<DeviceTensor>,
     int64_t,
     double,
     bool,
     c10::Scalar,
     std::vector<int64_t>,
-    c10::ScalarType>;
+    c10::ScalarType,
+    std::string>;
 
 using KernelArgs = c10::SmallVector<KernelArg, 6>;
 
