@@ -94,6 +94,21 @@ def inplace_schema(schema: FunctionSchema) -> FunctionSchema:
     return FunctionSchema.parse(f"{schema.name.name.base}_(Tensor(a!) self{args[len('Tensor self'):]}) -> Tensor(a!)")
 
 
+def _mutating_view(schema: FunctionSchema) -> dict:
+    """A mutating variant, registered as returning nothing.
+
+    torch.compile's functionalization accepts custom ops that mutate their
+    arguments but not ones whose outputs alias them, so the schema ends in
+    `-> ()` (torchgen's model, made for aten, cannot express that for out=
+    ops, hence the rewrite after it computed the argument types). The Python
+    functions still return the tensors they wrote."""
+    view = _signature_view(schema)
+    view["schema"] = view["schema"].rsplit(" -> ", 1)[0] + " -> ()"
+    view["fn_type"] = "void" + view["fn_type"][len(view["returns"]):]
+    view["returns"] = "void"
+    return view
+
+
 def _signature_view(schema: FunctionSchema) -> dict:
     returns, params, fn_type = dispatcher_signature(schema)
     return {
@@ -169,8 +184,8 @@ def _op_view(op: OpDecl, namespace: str) -> dict:
         "tuple[" + ", ".join(["Tensor"] * len(op.schema.returns)) + "]",
         "autograd": _autograd_view(op),
         "elementwise": _elementwise_view(op),
-        "out_variant": _signature_view(out_schema(op.schema)) if "out" in op.variants else None,
-        "inplace_variant": _signature_view(inplace_schema(op.schema)) if "inplace" in op.variants else None,
+        "out_variant": _mutating_view(out_schema(op.schema)) if "out" in op.variants else None,
+        "inplace_variant": _mutating_view(inplace_schema(op.schema)) if "inplace" in op.variants else None,
     })
     return view
 
