@@ -40,8 +40,8 @@ def formula_values(op) -> set[str]:
     return values
 
 
-def attach_derivatives(path: str, project: Project, problems: Problems) -> None:
-    file = os.path.relpath(path)
+def attach_derivatives(path: str, project: Project, problems: Problems, root: str = ".") -> None:
+    file = os.path.relpath(path, root)
     with open(path) as f:
         text = f.read()
     try:
@@ -66,7 +66,7 @@ def attach_derivatives(path: str, project: Project, problems: Problems) -> None:
         by_schema[str(fn.func)] = fn
     op_counter: Counter[str] = Counter()
     npu_ops = {op.cpp_name for op in project.custom_ops}
-    helpers = formula_helpers(os.path.dirname(path))
+    helpers = formula_helpers(root)
 
     for entry in entries:
         if not isinstance(entry, LineDict) or "name" not in entry:

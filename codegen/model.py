@@ -102,8 +102,8 @@ def output_names(schema: FunctionSchema) -> list[str]:
     return [n or f"out{i}" for i, n in enumerate(names)]
 
 
-def load_ops(path: str, kernels: dict[str, str], problems: Problems) -> Project:
-    file = os.path.relpath(path)
+def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str = ".") -> Project:
+    file = os.path.relpath(path, root)
     with open(path) as f:
         text = f.read()
     try:
@@ -156,7 +156,7 @@ class _EntryLoader:
 
     def __init__(self, entry: LineDict, kind: str, file: str, kernels: dict[str, str], problems: Problems):
         self.entry, self.kind, self.file, self.kernels, self.problems = entry, kind, file, kernels, problems
-        self.label = str(entry.get("func", "(entry without func)")).split("(")[0]
+        self.label = str(entry["func"]).split("(")[0] if "func" in entry else "(entry without func)"
 
     def bad(self, key: str, message: str, fix: str = "") -> None:
         line = self.entry.line_of(key) if key in self.entry else self.entry.line

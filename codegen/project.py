@@ -6,7 +6,7 @@ import os
 from .cpp_calls import formula_helpers, resolve
 from .derivatives import attach_derivatives
 from .emit import render, write_tree
-from .errors import Problems
+from .errors import CodegenError, Problems  # noqa: F401  (CodegenError: what load_project raises)
 from .model import Project, load_ops, registered_kernels
 
 OPS_YAML = "op_plugin_functions.yaml"
@@ -18,10 +18,10 @@ def load_project(root: str) -> Project:
     """Load and validate both YAML files; raises CodegenError listing every problem."""
     problems = Problems()
     kernels = registered_kernels(os.path.join(root, KERNEL_DIR))
-    project = load_ops(os.path.join(root, OPS_YAML), kernels, problems)
+    project = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root)
     if not problems.items:
         _resolve_composites(root, project, problems)
-        attach_derivatives(os.path.join(root, DERIVATIVES_YAML), project, problems)
+        attach_derivatives(os.path.join(root, DERIVATIVES_YAML), project, problems, root)
     problems.raise_if_any()
     return project
 
