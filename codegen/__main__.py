@@ -1,4 +1,4 @@
-"""python -m codegen {check,generate,list}"""
+"""python -m codegen {check,generate,list,docs,new-op}"""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,9 @@ import sys
 
 from .errors import CodegenError
 from .model import registered_kernels
+from .emit import render
 from .project import KERNEL_DIR, generate, load_project
+from .scaffold import new_op
 
 DEFAULT_OUT = os.path.join("build", "generated")
 
@@ -20,6 +22,9 @@ def main(argv=None) -> int:
     gen = sub.add_parser("generate", help="write the generated sources")
     gen.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     sub.add_parser("list", help="list operators, kernels and differentiability")
+    sub.add_parser("docs", help="write docs/ops.md, the operator reference")
+    scaffold = sub.add_parser("new-op", help="scaffold a kernel file, a YAML entry and a derivative stub")
+    scaffold.add_argument("name", help="the operator's name, with or without the npu_ prefix")
     args = parser.parse_args(argv)
 
     try:
@@ -38,6 +43,21 @@ def main(argv=None) -> int:
                 print(f"{op.kind:9} {op.name:28} kernel={op.kernel:20} {grad}")
             kernels = registered_kernels(os.path.join(args.root, KERNEL_DIR))
             print(f"kernels: {', '.join(sorted(kernels))}")
+        elif args.command == "docs":
+            path = os.path.join(args.root, "docs", "ops.md")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(render(load_project(args.root))["docs/ops.md"])
+            print(f"wrote {path}")
+        elif args.command == "new-op":
+            try:
+                written = new_op(args.root, args.name)
+            except ValueError as e:
+                print(f"new-op: {e}", file=sys.stderr)
+                return 1
+            print("wrote " + ", ".join(written))
+            project = load_project(args.root)  # the scaffold must validate as written
+            print(f"ok: {len(project.ops)} operators; fill in the kernel, the doc and the derivative")
     except CodegenError as e:
         print(e, file=sys.stderr)
         return 1

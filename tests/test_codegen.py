@@ -180,3 +180,28 @@ at::Tensor npu_add_custom(const at::Tensor & x, const at::Tensor & y) {
   return out;
 }'''
     assert expected in text
+
+
+def test_new_op_scaffold_validates_and_refuses_duplicates(codegen, project_dir):
+    sys.path.insert(0, ROOT)
+    try:
+        scaffold = importlib.import_module("codegen.scaffold")
+    finally:
+        sys.path.remove(ROOT)
+    written = scaffold.new_op(str(project_dir), "npu_my_thing")
+    assert written == [os.path.join("csrc", "kernels", "my_thing.cpp"), "op_plugin_functions.yaml", "derivatives.yaml"]
+    project = codegen.load_project(str(project_dir))
+    op = next(op for op in project.ops if op.name == "npu_my_thing")
+    assert op.kernel == "my_thing" and op.derivative is not None
+    with pytest.raises(ValueError, match="npu_my_thing is already declared"):
+        scaffold.new_op(str(project_dir), "my_thing")
+    with pytest.raises(ValueError, match="not a valid operator name"):
+        scaffold.new_op(str(project_dir), "My-Op")
+
+
+def test_docs_describe_every_op(codegen, tmp_path):
+    codegen.generate(ROOT, str(tmp_path))
+    docs = (tmp_path / "docs" / "ops.md").read_text()
+    assert "| [`npu_softplus_beta`](#npu_softplus_beta) | generated kernel |" in docs
+    assert "**Deprecated**: use [`npu_add_custom`](#npu_add_custom) instead." in docs
+    assert "torch_simhpu.npu_lerp_scalar_(self, end, weight)" in docs

@@ -8,6 +8,10 @@
 
 namespace simhpu::formulas {
 
+at::Tensor not_implemented(const char* what) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "the derivative of ", what, " is not written yet (see derivatives.yaml)");
+}
+
 at::Tensor sum_dims_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes,
                              c10::IntArrayRef dim, bool keepdim) {
   at::Tensor g = grad;

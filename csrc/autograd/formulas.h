@@ -11,6 +11,10 @@
 
 namespace simhpu::formulas {
 
+// For a derivative not written yet (python -m codegen new-op scaffolds it):
+// backward through the op raises, naming it.
+at::Tensor not_implemented(const char* what);
+
 // Gradient of a sum over `dim`: grad broadcast back to the input's shape.
 at::Tensor sum_dims_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes,
                              c10::IntArrayRef dim, bool keepdim);
