@@ -1,0 +1,68 @@
+"""Build times: a clean `python setup.py bdist_wheel`, a rebuild with nothing
+changed, and rebuilds after editing one YAML entry, each with the number of
+translation units ninja recompiled. Runs in a temporary copy of the tracked
+files, with the current Python (which must have the build requirements).
+
+    python benchmarks/build_times.py
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def copy_tracked_files() -> str:
+    dest = tempfile.mkdtemp(prefix="simhpu-build-")
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for rel in files:
+        os.makedirs(os.path.dirname(os.path.join(dest, rel)) or dest, exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, rel), os.path.join(dest, rel))
+    return dest
+
+
+def build(tree: str) -> tuple[float, list[str]]:
+    """(seconds, translation units compiled) for one bdist_wheel."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "setup.py", "bdist_wheel"], cwd=tree, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if out.returncode != 0:
+        raise RuntimeError(out.stdout[-3000:] + out.stderr[-3000:])
+    compiled = re.findall(r"\[\d+/\d+\] c\+\+ .* -c (\S+\.cpp)", out.stdout + out.stderr)
+    return elapsed, [os.path.relpath(p, tree) for p in compiled]
+
+
+def edit(tree: str, old: str, new: str) -> None:
+    path = os.path.join(tree, "op_plugin_functions.yaml")
+    text = open(path).read()
+    assert old in text, old
+    open(path, "w").write(text.replace(old, new, 1))
+
+
+def main():
+    tree = copy_tracked_files()
+    try:
+        rows = []
+        rows.append(("clean build", *build(tree)))
+        rows.append(("rebuild, nothing changed", *build(tree)))
+        edit(tree, "    exec: swish, self, beta, out\n    out: {size: self, dtype: self}\n"
+                   "    dtypes: [float32, float64, float16, bfloat16]",
+             "    exec: swish, self, beta, out\n    out: {size: self, dtype: self}\n"
+             "    dtypes: [float32, float64, float16]")
+        rows.append(("rebuild after editing npu_swish's dtypes", *build(tree)))
+        edit(tree, "doc: Swish activation", "doc: The swish activation")
+        rows.append(("rebuild after editing npu_swish's doc", *build(tree)))
+        print(f"{'build':45} {'seconds':>8}  translation units compiled")
+        for name, seconds, units in rows:
+            shown = ", ".join(units) if len(units) <= 3 else f"{len(units)} units"
+            print(f"{name:45} {seconds:8.1f}  {len(units)}: {shown}")
+    finally:
+        shutil.rmtree(tree)
+
+
+if __name__ == "__main__":
+    main()
