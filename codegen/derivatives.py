@@ -107,6 +107,8 @@ def attach_derivatives(path: str, project: Project, problems: Problems, root: st
             for var in (v.strip() for v in str(key).split(",")):
                 if var not in arg_names:
                     bad(key, f"'{var}' is not an argument of {op.name}", did_you_mean(var, arg_names))
+            if str(entry[key]).strip() == "non_differentiable":
+                continue
             aten, unknown = resolve(str(entry[key]), formula_values(op), npu_ops, helpers)
             op.aten_calls |= aten
             for message in unknown:

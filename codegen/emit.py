@@ -66,9 +66,12 @@ def _autograd_view(op: OpDecl) -> dict | None:
     for s in info.all_saved_outputs:
         index = return_names.index(s.nctype.name)
         saved_outputs.append(dict(_saved_field(s, bool(differentiable[index])), index=index))
+    tensor_args = [a.name for a in op.schema.arguments.flat_all if base_type(a.type).startswith("Tensor")]
+    skipped = set(diff_args) | set(info.non_differentiable_arg_names)
     return {
         "node": info.op,
         "diff_args": diff_args,
+        "no_formula_args": [a for a in tensor_args if a not in skipped],
         "single_grad": sum(bool(x) for x in differentiable) == 1,
         "derivatives": derivatives,
         "saved": saved,

@@ -287,3 +287,16 @@ def test_argument_type_errors():
     torch.library.opcheck(torch.ops.npu.npu_weighted_sum.default, (x, [x, x], x),
                           {"reduction": "mean", "offset": 1, "accumulate": torch.float64, "repeat": 2,
                            "negate": True}, test_utils=OPCHECK_UTILS)
+
+
+def test_inputs_without_formula_must_not_require_grad_unless_non_differentiable():
+    x, other = f64(2, 3), f64(2, 3)
+    bias = f64(2, 3)
+    out = torch_simhpu.npu_weighted_sum(x, [other.detach()], bias, repeat=3, negate=True)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), torch.full((2, 3), -3.0, dtype=torch.float64))
+    assert bias.grad is None  # marked non_differentiable: a constant for autograd
+    with pytest.raises(RuntimeError, match=r"npu_weighted_sum: the derivative for argument 'others' is not "
+                                           r"implemented; add it to derivatives.yaml"):
+        torch_simhpu.npu_weighted_sum(x, [other])
+    assert torch.autograd.gradcheck(lambda t: torch_simhpu.npu_weighted_sum(t, [], repeat=2), (x,))

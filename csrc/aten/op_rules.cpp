@@ -139,6 +139,23 @@ void check_trailing_shape(const char* op, const char* outer_arg, const at::Tenso
                     " to equal the trailing dimensions of '", outer_arg, "' ", outer.sizes());
 }
 
+void check_no_requires_grad(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK(!(t.defined() && t.requires_grad()), op, ": the derivative for argument '", arg,
+              "' is not implemented; add it to derivatives.yaml, or mark it non_differentiable there");
+}
+
+void check_no_requires_grad(const char* op, const char* arg, const std::optional<at::Tensor>& t) {
+  if (t.has_value()) {
+    check_no_requires_grad(op, arg, *t);
+  }
+}
+
+void check_no_requires_grad(const char* op, const char* arg, at::TensorList list) {
+  for (const auto& t : list) {
+    check_no_requires_grad(op, arg, t);
+  }
+}
+
 Shape same_shape(const at::Tensor& t) {
   return t.sizes().vec();
 }

@@ -54,6 +54,11 @@ void check_broadcastable(const char* op, const char* arg, const at::Tensor& t, c
 void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
                           const char* inner_arg, const at::Tensor& inner);
 
+// Autograd: `t` (an input without a formula in derivatives.yaml) must not require grad.
+void check_no_requires_grad(const char* op, const char* arg, const at::Tensor& t);
+void check_no_requires_grad(const char* op, const char* arg, const std::optional<at::Tensor>& t);
+void check_no_requires_grad(const char* op, const char* arg, at::TensorList list);
+
 // Output shapes.
 Shape same_shape(const at::Tensor& t);
 inline Shape as_shape(c10::IntArrayRef sizes) { return sizes.vec(); }
