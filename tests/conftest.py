@@ -1,3 +1,7 @@
+import importlib
+import os
+import sys
+
 import pytest
 import torch
 
@@ -15,3 +19,25 @@ def _device_drained():
     yield
     torch.simhpu.synchronize(0)
 
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _import_from_source(module: str):
+    """A module of the source tree's codegen package (it is not part of the wheel)."""
+    sys.path.insert(0, ROOT)
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(ROOT)
+
+
+@pytest.fixture(scope="session")
+def codegen():
+    return _import_from_source("codegen.project")
+
+
+@pytest.fixture(scope="session")
+def scaffold():
+    return _import_from_source("codegen.scaffold")

@@ -4,24 +4,14 @@ Files named *.derivatives.yaml stand in for derivatives.yaml next to the
 operators of yaml_errors/ops_for_derivatives.yml; the others stand in for
 op_plugin_functions.yaml with an empty derivatives.yaml."""
 import glob
-import importlib
 import os
 import shutil
-import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = sorted(glob.glob(os.path.join(ROOT, "tests", "yaml_errors", "*.yaml")))
 
-
-@pytest.fixture(scope="module")
-def codegen():
-    sys.path.insert(0, ROOT)
-    try:
-        return importlib.import_module("codegen.project")
-    finally:
-        sys.path.remove(ROOT)
 
 
 @pytest.fixture(scope="module")
