@@ -2,10 +2,14 @@ import importlib
 import os
 import sys
 
-import pytest
-import torch
+# Strict mode (host code touching device memory faults) for the whole suite,
+# subprocesses included; it must be set before torch_simhpu loads.
+os.environ["SIMHPU_STRICT"] = "1"
 
-import torch_simhpu  # noqa: F401  (registers the simhpu device)
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_simhpu  # noqa: F401,E402  (registers the simhpu device)
 
 
 @pytest.fixture

@@ -43,12 +43,45 @@ def synchronize(device=None) -> None:
     _C._synchronize(_index(device))
 
 
+# Memory: the device's caching allocator reports through torch.accelerator.
 def memory_allocated(device=None) -> int:
-    return _C._memory_allocated(_index(device))
+    """Bytes held by tensors on the device."""
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device=None) -> int:
-    return _C._max_memory_allocated(_index(device))
+    return torch.accelerator.max_memory_allocated(_index(device))
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes taken from the device: held by tensors or cached for reuse."""
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device=None) -> int:
+    return torch.accelerator.max_memory_reserved(_index(device))
+
+
+def memory_stats(device=None) -> dict:
+    return torch.accelerator.memory_stats(_index(device))
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    torch.accelerator.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Return cached, unused device memory to the device."""
+    torch.accelerator.empty_cache()
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes of the device (total is SIMHPU_MEMORY_LIMIT)."""
+    return torch.accelerator.get_memory_info(_index(device))
 
 
 def _is_in_bad_fork() -> bool:
@@ -81,7 +114,12 @@ def set_rng_state(new_state: torch.Tensor, device=None) -> None:
 
 
 def get_amp_supported_dtype():
+    """The dtypes torch.autocast("simhpu", dtype=...) accepts."""
     return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported() -> bool:
+    return True
 
 
 class device:  # noqa: N801 - the name torch.cuda uses

@@ -1,5 +1,6 @@
 #include "aten/resize.h"
 
+#include "runtime/device_memory.h"
 #include "runtime/launch_queue.h"
 
 #include <ATen/EmptyTensor.h>
@@ -18,7 +19,8 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   at::DataPtr fresh = storage.allocator()->allocate(new_bytes);
   const size_t keep = std::min(new_bytes, storage.nbytes());
   if (keep > 0) {
-    std::memcpy(fresh.get(), storage.data(), keep);
+    const c10::DeviceIndex device = storage.device().index();
+    std::memcpy(host_address(device, fresh.get()), host_address(device, storage.data()), keep);
   }
   storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
   storage.unsafeGetStorageImpl()->set_nbytes(new_bytes);

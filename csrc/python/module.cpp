@@ -1,6 +1,7 @@
 // torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/device_memory.h"
 #include "runtime/exec_cmd.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/launch_queue.h"
@@ -37,12 +38,8 @@ PYBIND11_MODULE(_C, m) {
     simhpu::synchronize_all_devices();
   });
   m.def("_launch_blocking", &simhpu::launch_blocking);
-  m.def("_memory_allocated", [](int index) {
-    return simhpu::memory_allocated(static_cast<c10::DeviceIndex>(index));
-  });
-  m.def("_max_memory_allocated", [](int index) {
-    return simhpu::max_memory_allocated(static_cast<c10::DeviceIndex>(index));
-  });
+  m.def("_strict_mode", &simhpu::strict_mode);
+  m.def("_memory_limit", &simhpu::memory_limit_bytes);
   m.def("_kernel_names", &simhpu::registered_kernel_names);
   m.def("_launch_failing_kernel", &simhpu::_launch_failing_kernel);
 

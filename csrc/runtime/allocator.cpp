@@ -1,115 +1,237 @@
+// The caching device allocator, one cache per device. Freed blocks are kept
+// and handed out again (no trip to the device heap, no fresh page faults);
+// only when the heap cannot serve a request is the cache returned to it and
+// the request retried, and only then does allocation fail with
+// torch.OutOfMemoryError.
 #include "runtime/allocator.h"
 
 #include "runtime/device.h"
+#include "runtime/device_memory.h"
 #include "runtime/launch_queue.h"
 
 #include <c10/util/Exception.h>
 
 #include <array>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
 
 namespace simhpu {
 namespace {
 
-// Every block starts with a header that records its size and device, so the
-// deleter needs no lookup table. The header is one alignment unit, keeping the
-// payload 64-byte aligned for vectorised kernels.
-constexpr size_t kAlignment = 64;
-struct BlockHeader {
-  size_t nbytes;
-  c10::DeviceIndex device;
-};
-static_assert(sizeof(BlockHeader) <= kAlignment);
+using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::StatType;
 
-constexpr size_t kMaxDevices = 64;
+constexpr size_t kAll = static_cast<size_t>(StatType::AGGREGATE);
 
-struct DeviceCounters {
-  std::atomic<int64_t> allocated{0};
-  std::atomic<int64_t> peak{0};
-  std::atomic<int64_t> allocations{0};
-  std::atomic<int64_t> frees{0};
-};
-std::array<DeviceCounters, kMaxDevices> counters;
-
-void note_allocation(c10::DeviceIndex device, int64_t nbytes) {
-  auto& c = counters[device];
-  int64_t now = c.allocated.fetch_add(nbytes) + nbytes;
-  int64_t peak = c.peak.load();
-  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
-  }
-  c.allocations.fetch_add(1);
+size_t round_up(size_t n) {
+  constexpr size_t g = DeviceMemory::kGranularity;
+  return n == 0 ? g : (n + g - 1) / g * g;
 }
 
-void free_block(void* base) {
-  auto* header = static_cast<BlockHeader*>(base);
-  auto& c = counters[header->device];
-  c.allocated.fetch_sub(static_cast<int64_t>(header->nbytes));
-  c.frees.fetch_add(1);
-  std::free(base);
+std::string format_bytes(size_t n) {
+  std::ostringstream out;
+  out.precision(2);
+  out << std::fixed;
+  if (n >= (size_t(1) << 30)) out << n / double(size_t(1) << 30) << " GiB";
+  else if (n >= (size_t(1) << 20)) out << n / double(size_t(1) << 20) << " MiB";
+  else if (n >= 1024) out << n / 1024.0 << " KiB";
+  else out << n << " bytes";
+  return out.str();
+}
+
+class DeviceCache {
+ public:
+  explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
+
+  void* allocate(size_t requested) {
+    const size_t size = round_up(requested);
+    std::lock_guard<std::mutex> lock(mu_);
+    void* ptr = take_cached(size);
+    if (ptr == nullptr) {
+      ptr = memory().allocate(size);
+      if (ptr == nullptr) {
+        stats_.num_alloc_retries++;
+        release_cached();
+        ptr = memory().allocate(size);
+      }
+      if (ptr == nullptr) {
+        stats_.num_ooms++;
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "simhpu: out of memory on device ", static_cast<int>(device_),
+                         ": tried to allocate ", format_bytes(requested), ", but only ",
+                         format_bytes(memory().free_bytes()), " of ", format_bytes(memory().capacity()),
+                         " is free (", format_bytes(stats_.allocated_bytes[kAll].current),
+                         " held by tensors). Free some tensors, or raise SIMHPU_MEMORY_LIMIT.");
+      }
+      stats_.reserved_bytes[kAll].increase(size);
+      stats_.segment[kAll].increase(1);
+    }
+    block_sizes_[ptr] = size;
+    stats_.allocated_bytes[kAll].increase(size);
+    stats_.active_bytes[kAll].increase(size);
+    stats_.requested_bytes[kAll].increase(requested);
+    stats_.allocation[kAll].increase(1);
+    stats_.active[kAll].increase(1);
+    return ptr;
+  }
+
+  void free(void* ptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = block_sizes_.find(ptr);
+    TORCH_INTERNAL_ASSERT(it != block_sizes_.end(), "simhpu: freeing an unknown device block");
+    const size_t size = it->second;
+    block_sizes_.erase(it);
+    cached_.emplace(size, ptr);
+    stats_.allocated_bytes[kAll].decrease(size);
+    stats_.active_bytes[kAll].decrease(size);
+    stats_.allocation[kAll].decrease(1);
+    stats_.active[kAll].decrease(1);
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_cached();
+  }
+
+  DeviceStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto* array : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                        &stats_.requested_bytes, &stats_.allocation, &stats_.segment, &stats_.active}) {
+      (*array)[kAll].reset_peak();
+    }
+  }
+
+  void reset_accumulated() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto* array : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                        &stats_.requested_bytes, &stats_.allocation, &stats_.segment, &stats_.active}) {
+      (*array)[kAll].reset_accumulated();
+    }
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+  }
+
+  std::pair<size_t, size_t> memory_info() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {memory().free_bytes(), memory().capacity()};
+  }
+
+ private:
+  DeviceMemory& memory() { return device_memory(device_); }
+
+  // The smallest cached block that fits without wasting more than half of it.
+  void* take_cached(size_t size) {
+    auto it = cached_.lower_bound(size);
+    if (it == cached_.end() || it->first > 2 * size) {
+      return nullptr;
+    }
+    void* ptr = it->second;
+    const size_t block = it->first;
+    cached_.erase(it);
+    if (block != size) {  // keep the accounting in block sizes
+      stats_.reserved_bytes[kAll].decrease(block);
+      stats_.reserved_bytes[kAll].increase(size);
+      memory().release(static_cast<char*>(ptr) + size, block - size);
+    }
+    return ptr;
+  }
+
+  void release_cached() {
+    for (const auto& [size, ptr] : cached_) {
+      memory().release(ptr, size);
+      stats_.reserved_bytes[kAll].decrease(size);
+      stats_.segment[kAll].decrease(1);
+    }
+    cached_.clear();
+  }
+
+  c10::DeviceIndex device_;
+  std::mutex mu_;
+  std::multimap<size_t, void*> cached_;            // block size -> free block
+  std::unordered_map<void*, size_t> block_sizes_;  // blocks held by tensors
+  DeviceStats stats_;
+};
+
+DeviceCache& cache_for(c10::DeviceIndex device) {
+  // Never destroyed: storages may be freed while static destructors run.
+  static std::array<DeviceCache*, 64> caches = [] {
+    std::array<DeviceCache*, 64> all{};
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      all[d] = new DeviceCache(d);
+    }
+    return all;
+  }();
+  return *caches[device];
+}
+
+void free_block(void* ptr) {
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    if (device_memory(d).contains(ptr)) {
+      cache_for(d).free(ptr);
+      return;
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "simhpu: freeing memory that belongs to no device");
 }
 
 class SimhpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     const c10::DeviceIndex device = current_device();
-    const c10::Device where = device_of(device);
-    if (nbytes == 0) {
-      return {nullptr, nullptr, &free_block, where};
-    }
-    const size_t total = kAlignment + ((nbytes + kAlignment - 1) / kAlignment) * kAlignment;
-    void* base = std::aligned_alloc(kAlignment, total);
-    TORCH_CHECK_WITH(
-        OutOfMemoryError, base != nullptr,
-        "simhpu: out of memory allocating ", nbytes, " bytes on device ",
-        static_cast<int>(device));
-    auto* header = static_cast<BlockHeader*>(base);
-    header->nbytes = nbytes;
-    header->device = device;
-    note_allocation(device, static_cast<int64_t>(nbytes));
-    return {static_cast<char*>(base) + kAlignment, base, &free_block, where};
+    void* ptr = cache_for(device).allocate(nbytes);
+    return {ptr, ptr, &free_block, device_of(device)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
-    return nullptr;  // data and context differ, so raw_allocate is unsupported
+    return &free_block;
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    // Storage-level copies happen on the host, so pending kernels must finish.
+    // Storage clones copy on the host: pending kernels must finish first.
     synchronize_all_devices();
-    std::memcpy(dest, src, count);
+    std::memcpy(host_pointer(dest), host_pointer(src), count);
   }
 
-  bool initialized() override {
-    return true;
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      cache_for(d).empty_cache();
+    }
   }
-  void emptyCache(c10::MempoolId_t) override {}
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
 
-  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     check_device_index(device, "memory_stats");
-    const auto& c = counters[device];
-    c10::CachingDeviceAllocator::DeviceStats stats;
-    auto& bytes = stats.allocated_bytes[0];  // index 0 aggregates all pools
-    bytes.current = c.allocated.load();
-    bytes.peak = c.peak.load();
-    bytes.allocated = c.allocations.load();
-    bytes.freed = c.frees.load();
-    stats.reserved_bytes[0] = bytes;
-    stats.active_bytes[0] = bytes;
-    return stats;
+    return cache_for(device).stats();
   }
-
   void resetAccumulatedStats(c10::DeviceIndex device) override {
     check_device_index(device, "reset_accumulated_memory_stats");
-    counters[device].allocations = 0;
-    counters[device].frees = 0;
+    cache_for(device).reset_accumulated();
   }
-
   void resetPeakStats(c10::DeviceIndex device) override {
     check_device_index(device, "reset_peak_memory_stats");
-    counters[device].peak = counters[device].allocated.load();
+    cache_for(device).reset_peak();
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    check_device_index(device, "mem_get_info");
+    return cache_for(device).memory_info();
+  }
+
+ private:
+  static void* host_pointer(const void* device_ptr) {
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      if (device_memory(d).contains(device_ptr)) {
+        return device_memory(d).host_address(device_ptr);
+      }
+    }
+    return const_cast<void*>(device_ptr);
   }
 };
 
@@ -119,16 +241,6 @@ SimhpuAllocator the_allocator;
 
 c10::DeviceAllocator* device_allocator() {
   return &the_allocator;
-}
-
-size_t memory_allocated(c10::DeviceIndex device) {
-  check_device_index(device, "memory_allocated");
-  return static_cast<size_t>(counters[device].allocated.load());
-}
-
-size_t max_memory_allocated(c10::DeviceIndex device) {
-  check_device_index(device, "max_memory_allocated");
-  return static_cast<size_t>(counters[device].peak.load());
 }
 
 // Makes at::GetAllocator(kPrivateUse1), and so every device factory, use this allocator.

@@ -1,15 +1,12 @@
 #pragma once
-// Device memory for simhpu tensors. Registered as the PrivateUse1 allocator, so
-// every storage created by the device's factories comes from here.
+// Device memory for simhpu tensors: a caching allocator per device over the
+// device's fixed-capacity memory (device_memory.h), registered as the
+// PrivateUse1 allocator so every device factory allocates through it. Its
+// statistics are what torch.simhpu.memory_* and torch.accelerator.memory_* report.
 #include <c10/core/CachingDeviceAllocator.h>
 
 namespace simhpu {
 
-// The allocator object registered with c10 for PrivateUse1.
 c10::DeviceAllocator* device_allocator();
-
-// Bytes currently handed out on `device` (the figure behind memory_allocated()).
-size_t memory_allocated(c10::DeviceIndex device);
-size_t max_memory_allocated(c10::DeviceIndex device);
 
 } // namespace simhpu

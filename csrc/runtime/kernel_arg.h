@@ -2,6 +2,8 @@
 // What a device kernel receives: plain descriptors of tensors and values. A
 // launch record holds these, never at::Tensor, so kernels run without touching
 // the dispatcher or reference counts of the host-side tensor objects.
+#include "runtime/device_memory.h"
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
 #include <c10/util/SmallVector.h>
@@ -50,10 +52,11 @@ using KernelArg = std::variant<
 
 using KernelArgs = c10::SmallVector<KernelArg, 6>;
 
-// The descriptor of a tensor's memory as a kernel sees it.
+// The descriptor of a tensor's memory as a kernel sees it: device tensors are
+// reached through their device's host view (see device_memory.h).
 inline DeviceTensor describe_tensor(const at::Tensor& t) {
   DeviceTensor d;
-  d.data = t.data_ptr();
+  d.data = t.is_privateuseone() ? host_address(t.device().index(), t.data_ptr()) : t.data_ptr();
   d.dtype = t.scalar_type();
   d.sizes.assign(t.sizes().begin(), t.sizes().end());
   d.strides.assign(t.strides().begin(), t.strides().end());

@@ -1,0 +1,176 @@
+#include "runtime/device_memory.h"
+
+#include "runtime/device.h"
+
+#include <c10/util/Exception.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace simhpu {
+
+// Free ranges by offset, coalesced on release: first fit, like a device heap.
+struct DeviceMemory::FreeRanges {
+  std::map<size_t, size_t> by_offset;  // offset -> length
+};
+
+namespace {
+
+bool read_strict() {
+  const char* env = std::getenv("SIMHPU_STRICT");
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}
+
+size_t read_limit() {
+  const char* env = std::getenv("SIMHPU_MEMORY_LIMIT");
+  constexpr size_t kDefault = size_t(8) << 30;
+  if (env == nullptr || *env == '\0') {
+    return kDefault;
+  }
+  char* unit = nullptr;
+  const double value = std::strtod(env, &unit);
+  std::string suffix(unit);
+  for (auto& c : suffix) c = static_cast<char>(std::toupper(c));
+  const std::map<std::string, double> units = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+      {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}};
+  auto it = units.find(suffix);
+  TORCH_CHECK(unit != env && it != units.end() && value > 0,
+              "SIMHPU_MEMORY_LIMIT must be a size such as 512MB, 2GB or 1GiB, got '", env, "'");
+  const size_t bytes = static_cast<size_t>(value * it->second);
+  return (bytes + DeviceMemory::kGranularity - 1) / DeviceMemory::kGranularity * DeviceMemory::kGranularity;
+}
+
+void* map_region(int fd, size_t size, int protection) {
+  void* p = mmap(nullptr, size, protection, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  TORCH_CHECK(p != MAP_FAILED, "simhpu: could not map ", size, " bytes of device memory: ", std::strerror(errno));
+  return p;
+}
+
+// Strict mode: explain a fault on a device address before the process dies.
+struct sigaction previous_segv_action;
+
+void write_hex(char* out, uintptr_t value) {
+  const char* digits = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i) {
+    out[15 - i] = digits[(value >> (i * 4)) & 0xf];
+  }
+}
+
+void on_segv(int sig, siginfo_t* info, void* context) {
+  const void* address = info->si_addr;
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    if (device_memory(d).contains(address)) {
+      char message[] =
+          "simhpu strict mode: host code dereferenced device memory at 0x0000000000000000 "
+          "(a simhpu tensor's data_ptr). Copy it to the host first, e.g. tensor.cpu().\n";
+      write_hex(std::strstr(message, "0x") + 2, reinterpret_cast<uintptr_t>(address));
+      ssize_t ignored = write(STDERR_FILENO, message, sizeof(message) - 1);
+      (void)ignored;
+      break;
+    }
+  }
+  // Hand the fault on (to Python's faulthandler, or the default action).
+  sigaction(SIGSEGV, &previous_segv_action, nullptr);
+  (void)sig;
+  (void)context;
+}
+
+void install_fault_reporter() {
+  struct sigaction action {};
+  action.sa_sigaction = &on_segv;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, &previous_segv_action);
+}
+
+} // namespace
+
+bool strict_mode() {
+  static const bool strict = read_strict();
+  return strict;
+}
+
+size_t memory_limit_bytes() {
+  static const size_t limit = read_limit();
+  return limit;
+}
+
+DeviceMemory::DeviceMemory(c10::DeviceIndex device, size_t capacity, bool strict)
+    : device_(device), capacity_(capacity), free_bytes_(capacity), free_ranges_(new FreeRanges()) {
+  const std::string name = "simhpu-device-" + std::to_string(device);
+  fd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
+  TORCH_CHECK(fd_ >= 0, "simhpu: memfd_create failed: ", std::strerror(errno));
+  TORCH_CHECK(ftruncate(fd_, static_cast<off_t>(capacity)) == 0,
+              "simhpu: could not size device memory to ", capacity, " bytes: ", std::strerror(errno));
+  host_base_ = map_region(fd_, capacity, PROT_READ | PROT_WRITE);
+  device_base_ = strict ? static_cast<char*>(map_region(fd_, capacity, PROT_NONE)) : static_cast<char*>(host_base_);
+  free_ranges_->by_offset[0] = capacity;
+}
+
+void* DeviceMemory::allocate(size_t nbytes) {
+  auto& ranges = free_ranges_->by_offset;
+  for (auto it = ranges.begin(); it != ranges.end(); ++it) {
+    if (it->second < nbytes) {
+      continue;
+    }
+    const size_t offset = it->first;
+    const size_t rest = it->second - nbytes;
+    ranges.erase(it);
+    if (rest > 0) {
+      ranges[offset + nbytes] = rest;
+    }
+    free_bytes_ -= nbytes;
+    return device_base_ + offset;
+  }
+  return nullptr;
+}
+
+void DeviceMemory::release(void* device_ptr, size_t nbytes) {
+  auto& ranges = free_ranges_->by_offset;
+  size_t offset = static_cast<char*>(device_ptr) - device_base_;
+  size_t length = nbytes;
+  // Give the pages back, as freeing device memory would.
+  fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(length));
+  auto next = ranges.lower_bound(offset);
+  if (next != ranges.end() && offset + length == next->first) {
+    length += next->second;
+    next = ranges.erase(next);
+  }
+  if (next != ranges.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      prev->second += length;
+      free_bytes_ += nbytes;
+      return;
+    }
+  }
+  ranges[offset] = length;
+  free_bytes_ += nbytes;
+}
+
+DeviceMemory& device_memory(c10::DeviceIndex index) {
+  static std::array<DeviceMemory*, 64> memories = [] {
+    std::array<DeviceMemory*, 64> all{};
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      all[d] = new DeviceMemory(d, memory_limit_bytes(), strict_mode());
+    }
+    if (strict_mode()) {
+      install_fault_reporter();
+    }
+    return all;
+  }();
+  return *memories[index];
+}
+
+} // namespace simhpu

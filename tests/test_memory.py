@@ -1,0 +1,136 @@
+"""Device memory: the caching allocator, its statistics, the capacity limit,
+and strict mode (host code must not touch device memory)."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_simhpu
+
+MiB = 1 << 20
+
+
+def run_python(code, tmp_path, **env):
+    """Run `code` in a fresh interpreter (outside the source tree) with extra environment."""
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, **env), timeout=120)
+
+
+def test_freed_blocks_are_cached_and_reused():
+    torch.simhpu.empty_cache()
+    x = torch.empty(MiB, device="simhpu")
+    ptr = x.data_ptr()
+    reserved = torch.simhpu.memory_reserved()
+    allocated = torch.simhpu.memory_allocated()
+    del x
+    assert torch.simhpu.memory_allocated() == allocated - 4 * MiB
+    assert torch.simhpu.memory_reserved() == reserved  # kept for reuse
+    y = torch.empty(MiB, device="simhpu")
+    assert y.data_ptr() == ptr  # served from the cache
+    del y
+    torch.simhpu.empty_cache()
+    assert torch.simhpu.memory_reserved() == torch.simhpu.memory_allocated()
+
+
+def test_statistics_and_peaks():
+    torch.simhpu.synchronize()
+    torch.simhpu.reset_peak_memory_stats()
+    base = torch.simhpu.memory_allocated()
+    x = torch.empty(2 * MiB, device="simhpu")
+    del x
+    assert torch.simhpu.max_memory_allocated() == base + 8 * MiB
+    torch.simhpu.reset_peak_memory_stats()
+    assert torch.simhpu.max_memory_allocated() == base
+    stats = torch.simhpu.memory_stats()
+    assert stats["allocated_bytes.all.current"] == base
+    assert stats["reserved_bytes.all.current"] >= base
+    free, total = torch.simhpu.mem_get_info()
+    assert total == torch_simhpu._C._memory_limit() and 0 < free <= total
+
+
+def test_devices_account_separately():
+    before = (torch.simhpu.memory_allocated(0), torch.simhpu.memory_allocated(1))
+    x = torch.empty(MiB, device="simhpu:1")
+    assert torch.simhpu.memory_allocated(0) == before[0]
+    assert torch.simhpu.memory_allocated(1) == before[1] + 4 * MiB
+    del x
+
+
+def test_out_of_memory_names_the_request_and_recovers(tmp_path):
+    code = (
+        "import torch, torch_simhpu\n"
+        "held = [torch.empty(8 << 20, dtype=torch.uint8, device='simhpu') for _ in range(7)]\n"
+        "try:\n"
+        "    torch.empty(16 << 20, dtype=torch.uint8, device='simhpu')\n"
+        "except torch.OutOfMemoryError as e:\n"
+        "    print('OOM:', e)\n"
+        "del held\n"
+        "x = torch.ones(16 << 20, dtype=torch.uint8, device='simhpu')\n"  # the cache is returned and reused
+        "print('after freeing:', int(x.sum().item()))\n"
+    )
+    out = run_python(code, tmp_path, SIMHPU_MEMORY_LIMIT="64MiB")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == ("OOM: simhpu: out of memory on device 0: tried to allocate 16.00 MiB, but only 8.00 MiB "
+                        "of 64.00 MiB is free (56.00 MiB held by tensors). Free some tensors, or raise "
+                        "SIMHPU_MEMORY_LIMIT.")
+    assert lines[1] == f"after freeing: {16 << 20}"
+
+
+def test_out_of_memory_in_the_middle_of_a_loop(tmp_path):
+    code = (
+        "import torch, torch_simhpu\n"
+        "xs = []\n"
+        "try:\n"
+        "    for i in range(100):\n"
+        "        xs.append(torch_simhpu.npu_add_custom(torch.ones(MB, device='simhpu'), torch.ones(MB, device='simhpu')))\n"
+        "except torch.OutOfMemoryError:\n"
+        "    print('oom at', i)\n"
+        "xs.clear()\n"
+        "torch.simhpu.synchronize()\n"
+        "print(torch.simhpu.memory_allocated())\n"
+    ).replace("MB", str(1 << 20))
+    out = run_python(code, tmp_path, SIMHPU_MEMORY_LIMIT="32MiB")
+    assert out.returncode == 0, out.stderr
+    oom, allocated = out.stdout.splitlines()
+    assert oom.startswith("oom at ") and int(oom.split()[-1]) < 8
+    assert allocated == "0"
+
+
+@pytest.mark.parametrize("limit", ["lots", "-5MB"])
+def test_bad_memory_limit_is_reported(tmp_path, limit):
+    out = run_python("import torch, torch_simhpu\ntorch.empty(1, device='simhpu')\n", tmp_path,
+                     SIMHPU_MEMORY_LIMIT=limit)
+    assert out.returncode != 0
+    assert f"SIMHPU_MEMORY_LIMIT must be a size such as 512MB, 2GB or 1GiB, got '{limit}'" in out.stderr
+
+
+def test_strict_mode_is_on_in_the_test_suite():
+    assert torch_simhpu._C._strict_mode()
+
+
+def test_strict_mode_catches_host_code_reading_device_memory(tmp_path):
+    code = (
+        "import ctypes, torch, torch_simhpu\n"
+        "x = torch.ones(4, device='simhpu')\n"
+        "print(x.cpu().tolist(), flush=True)\n"  # copies and kernels reach device memory fine
+        "ctypes.c_float.from_address(x.data_ptr()).value\n"  # host code must not
+    )
+    out = run_python(code, tmp_path, SIMHPU_STRICT="1")
+    assert out.stdout.strip() == "[1.0, 1.0, 1.0, 1.0]"
+    assert out.returncode == -11  # SIGSEGV
+    assert "simhpu strict mode: host code dereferenced device memory at 0x" in out.stderr
+    assert "Copy it to the host first, e.g. tensor.cpu()." in out.stderr
+
+
+def test_without_strict_mode_device_memory_is_plain_memory(tmp_path):
+    code = (
+        "import ctypes, torch, torch_simhpu\n"
+        "x = torch.full((4,), 3.0, device='simhpu')\n"
+        "torch.simhpu.synchronize()\n"
+        "print(ctypes.c_float.from_address(x.data_ptr()).value)\n"
+    )
+    out = run_python(code, tmp_path, SIMHPU_STRICT="0")
+    assert out.returncode == 0 and out.stdout.strip() == "3.0"

@@ -1,0 +1,57 @@
+"""What PyTorch expects of a device beyond operators: torch.accelerator,
+serialization, autocast."""
+import io
+
+import pytest
+import torch
+
+import torch_simhpu
+
+
+def test_torch_accelerator_sees_simhpu():
+    assert str(torch.accelerator.current_accelerator()) == "simhpu"
+    assert torch.accelerator.device_count() == torch.simhpu.device_count()
+    assert torch.accelerator.current_device_index() == 0
+    torch.accelerator.synchronize()
+    assert torch.accelerator.current_stream().device.type == "simhpu"
+
+
+def test_accelerator_memory_stats_come_from_the_device_allocator():
+    before = torch.accelerator.memory_allocated(0)
+    x = torch.empty(256, device="simhpu")
+    assert torch.accelerator.memory_allocated(0) >= before + 1024
+    assert torch.simhpu.memory_allocated(0) == torch.accelerator.memory_allocated(0)
+    del x
+
+
+def test_save_and_load_tensors_and_modules():
+    x = torch.randn(3, 4).simhpu()
+    module = torch.nn.Linear(4, 2).simhpu()
+    buffer = io.BytesIO()
+    torch.save({"x": x, "state": module.state_dict()}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    assert loaded["x"].device == x.device
+    torch.testing.assert_close(loaded["x"].cpu(), x.cpu())
+    buffer.seek(0)
+    on_cpu = torch.load(buffer, map_location="cpu")
+    assert on_cpu["state"]["weight"].device.type == "cpu"
+    buffer.seek(0)
+    on_1 = torch.load(buffer, map_location="simhpu:1")
+    assert on_1["x"].device == torch.device("simhpu", 1)
+    restored = torch.nn.Linear(4, 2).simhpu()
+    restored.load_state_dict(loaded["state"])
+    torch.testing.assert_close(restored(x).cpu(), module(x).cpu())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_casts_matmul_like_ops(dtype):
+    a, b = torch.randn(4, 8).simhpu(), torch.randn(8, 3).simhpu()
+    with torch.autocast("simhpu", dtype=dtype):
+        product = a @ b
+        linear = torch.nn.functional.linear(a, b.t())
+        summed = a + a  # not on autocast's lists: keeps float32
+        exponent = torch.exp(product)  # on the float32 list
+    assert product.dtype == dtype and linear.dtype == dtype
+    assert summed.dtype == torch.float32 and exponent.dtype == torch.float32
+    torch.testing.assert_close(product.float().cpu(), (a.cpu() @ b.cpu()), atol=5e-2, rtol=5e-2)
