@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from torch_simhpu import _C
+from torch_simhpu.streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 
 def _index(device) -> int:
@@ -39,7 +40,7 @@ def set_device(device) -> None:
 
 
 def synchronize(device=None) -> None:
-    """Wait for every kernel queued on the device; raises a kernel's failure."""
+    """Wait for every kernel queued on the device, all streams; raises a kernel's failure."""
     _C._synchronize(_index(device))
 
 
@@ -85,7 +86,7 @@ def mem_get_info(device=None) -> tuple[int, int]:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    return _C._is_in_bad_fork()
 
 
 # Random ops run through the CPU fallback for now and draw from the CPU

@@ -153,12 +153,12 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_
     return dst;
   }
   // Out of the device, or between devices: the host reads device memory, so
-  // the queues involved must drain first.
+  // the current streams involved must drain first (as a CUDA copy would).
   if (src_on_device) {
-    synchronize_device(self.device().index());
+    synchronize_stream(current_stream(self.device().index()));
   }
   if (dst_on_device) {
-    synchronize_device(dst.device().index());
+    synchronize_stream(current_stream(dst.device().index()));
   }
   copy_on_host(self, dst);
   return dst;
@@ -170,13 +170,21 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
 }
 
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
-  synchronize_device(self.device().index());
+  synchronize_stream(current_stream(self.device().index()));
   return describe_tensor(self).cpu_view().item();
+}
+
+// Nothing to record: launch records keep storages alive until their kernels
+// ran (see the allocator), so memory used on another stream is safe already.
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device() == self.device(),
+              "record_stream: expected a stream of ", self.device(), ", got ", stream);
 }
 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", TORCH_FN(record_stream));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(as_strided));

@@ -17,6 +17,12 @@ void _launch_failing_kernel(const at::Tensor& t) {
   EXEC_CMD(fail_on_device, t);
 }
 
+// Occupies `t`'s device (on the current stream) for a while (tests only).
+void _sleep_on_device(const at::Tensor& t, int64_t microseconds) {
+  const c10::DeviceGuard guard(t.device());
+  EXEC_CMD(sleep_on_device, t, microseconds);
+}
+
 void register_hooks();                                  // runtime/hooks.cpp
 void register_generated_ops(pybind11::module_& m);      // generated python_bindings.cpp
 
@@ -38,10 +44,12 @@ PYBIND11_MODULE(_C, m) {
     simhpu::synchronize_all_devices();
   });
   m.def("_launch_blocking", &simhpu::launch_blocking);
+  m.def("_is_in_bad_fork", &simhpu::in_bad_fork);
   m.def("_strict_mode", &simhpu::strict_mode);
   m.def("_memory_limit", &simhpu::memory_limit_bytes);
   m.def("_kernel_names", &simhpu::registered_kernel_names);
   m.def("_launch_failing_kernel", &simhpu::_launch_failing_kernel);
+  m.def("_sleep_on_device", &simhpu::_sleep_on_device);
 
   simhpu::register_generated_ops(m);
 }

@@ -184,6 +184,7 @@ void free_block(void* ptr) {
 class SimhpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
+    check_not_forked();
     const c10::DeviceIndex device = current_device();
     void* ptr = cache_for(device).allocate(nbytes);
     return {ptr, ptr, &free_block, device_of(device)};
@@ -205,6 +206,8 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
       cache_for(d).empty_cache();
     }
   }
+  // Launch records keep storages alive until their kernels ran, so a block is
+  // only freed (and reused) once every stream using it is past it.
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
 
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {

@@ -1,6 +1,5 @@
-// The device guard PyTorch uses to switch devices around an operator call
-// (c10::DeviceGuard, torch.simhpu.device(...)). One stream per device until
-// streams arrive; its id is 0.
+// The device guard PyTorch uses to switch devices and streams around an
+// operator call (c10::DeviceGuard, torch.Stream, torch.Event, torch.accelerator).
 #include "runtime/device.h"
 #include "runtime/launch_queue.h"
 
@@ -10,6 +9,11 @@ namespace simhpu {
 namespace {
 
 constexpr auto kDeviceType = c10::DeviceType::PrivateUse1;
+
+// A device given without an index ("simhpu") means the current one.
+c10::DeviceIndex index_of(c10::Device d) {
+  return d.has_index() ? d.index() : current_device();
+}
 
 struct SimhpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override {
@@ -41,32 +45,71 @@ struct SimhpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return current_stream(index_of(d));
   }
 
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return default_stream(index_of(d));
+  }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high_priority*/) const override {
+    return pooled_stream(index_of(d));
+  }
+
+  c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
+    return pooled_stream(index_of(d));
   }
 
   c10::Stream exchangeStream(c10::Stream s) const override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
+    c10::Stream previous = current_stream(s.device_index());
+    set_current_stream(s);
+    return previous;
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return device_count();
   }
 
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag) const override {
+    record_event(event, stream);
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    block_on_event(event, stream);
+  }
+
+  bool queryEvent(void* event) const override {
+    return query_event(event);
+  }
+
+  void synchronizeEvent(void* event) const override {
+    synchronize_event(event);
+  }
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    return elapsed_ms(start, end);
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    destroy_event(event);
+  }
+
   void synchronizeStream(const c10::Stream& s) const override {
-    synchronize_device(s.device_index());
+    synchronize_stream(s);
+  }
+
+  bool queryStream(const c10::Stream& s) const override {
+    return query_stream(s);
   }
 
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     synchronize_device(index);
   }
 
-  bool queryStream(const c10::Stream&) const override {
-    return true;
-  }
+  // Nothing to do: a launch record keeps every storage it uses alive until the
+  // kernel has run, so memory used on another stream is never freed (and so
+  // never reused) before that stream is past it.
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, SimhpuGuardImpl);

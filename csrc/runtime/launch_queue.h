@@ -1,12 +1,20 @@
 #pragma once
-// The asynchronous launch path: kernels are queued per device and executed by
-// that device's worker thread, in order. Host code returns as soon as a launch
-// is queued; synchronize() (and everything that reads device memory from the
-// host) waits for the queue to drain and raises the first kernel failure.
+// The asynchronous launch path. Each device has a default stream and a small
+// pool of further streams; each stream is an in-order queue drained by its own
+// worker thread. Host code returns as soon as a launch is queued. Events are
+// records in the queues too: recording one marks a point in a stream, waiting
+// on one holds a stream back until another stream has reached that point.
 #include "runtime/kernel_arg.h"
 
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
 
 namespace simhpu {
 
@@ -18,23 +26,70 @@ struct KernelDef {
   KernelFn run;
 };
 
-// One queued kernel call. `keep_alive` holds the storages of every tensor
-// argument so their memory cannot be freed while the kernel is pending.
+// A point in a stream (behind torch.Event). `recorded` counts the host's
+// record() calls; `reached` is the latest of them a stream's worker executed.
+// Queued records hold a reference, so destroying the event is always safe.
+struct SimEvent : c10::intrusive_ptr_target {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded = 0;
+  uint64_t reached = 0;
+  std::chrono::steady_clock::time_point reached_at;
+
+  void wait_for(uint64_t version) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return reached >= version; });
+  }
+};
+
+// One queued item. For a kernel, `keep_alive` holds the storages of every
+// tensor argument so their memory cannot be freed, or reused, before it ran.
 struct LaunchRecord {
+  enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent };
+  Kind kind = Kind::Kernel;
   const KernelDef* kernel = nullptr;
   const char* op_name = "";
   KernelArgs args;
   c10::SmallVector<c10::Storage, 4> keep_alive;
+  c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
+  uint64_t event_version = 0;
 };
+
+// The default stream and this many pooled streams per device.
+constexpr int kPooledStreams = 4;
+
+// True in a child forked after the runtime started: its worker threads did not
+// survive fork(), so device work there raises a clear error instead of hanging.
+bool in_bad_fork();
+void check_not_forked();
 
 // True when SIMHPU_LAUNCH_BLOCKING=1: kernels run inside the launching call.
 bool launch_blocking();
 
-// Queue `record` on `device` (or run it now in blocking mode).
+// The calling thread's current stream on `device` (the default stream until set).
+c10::Stream current_stream(c10::DeviceIndex device);
+void set_current_stream(const c10::Stream& stream);
+c10::Stream default_stream(c10::DeviceIndex device);
+// A stream from the device's pool, handed out round-robin (as CUDA does).
+c10::Stream pooled_stream(c10::DeviceIndex device);
+
+// Queue `record` on the current stream of `device` (or run it now in blocking mode).
 void submit(c10::DeviceIndex device, LaunchRecord&& record);
 
-// Wait until every kernel queued on `device` has run; raise the first failure.
+// Wait until the stream (device: every stream) has run all queued work, then
+// raise the first kernel failure it saw.
+void synchronize_stream(const c10::Stream& stream);
 void synchronize_device(c10::DeviceIndex device);
 void synchronize_all_devices();
+// True if the stream has no queued or running work.
+bool query_stream(const c10::Stream& stream);
+
+// Events, behind c10's DeviceGuardImplInterface (torch.Event and torch.simhpu.Event).
+void record_event(void** event, const c10::Stream& stream);
+void block_on_event(void* event, const c10::Stream& stream);
+bool query_event(void* event);
+void synchronize_event(void* event);
+double elapsed_ms(void* start, void* end);
+void destroy_event(void* event);
 
 } // namespace simhpu

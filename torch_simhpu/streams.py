@@ -1,0 +1,66 @@
+"""torch.simhpu.Stream / Event and the current-stream functions, shaped like
+torch.cuda's. They are torch's generic Stream and Event, which reach the
+device through its guard (csrc/runtime/guard.cpp)."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from torch_simhpu import _C
+
+
+def _device(device) -> torch.device:
+    if device is None:
+        return torch.device("simhpu", _C._current_device())
+    if isinstance(device, int):
+        return torch.device("simhpu", device)
+    device = torch.device(device)
+    if device.type != "simhpu":
+        raise ValueError(f"expected a simhpu device, got {device}")
+    return device if device.index is not None else torch.device("simhpu", _C._current_device())
+
+
+class Stream(torch.Stream):
+    """An in-order queue of device work, run by its own worker thread.
+
+    Streams come from a pool per device (the default stream plus a few more),
+    handed out in turn, as torch.cuda.Stream does."""
+
+    def __new__(cls, device=None, priority: int = 0):
+        return super().__new__(cls, device=_device(device), priority=priority)
+
+
+class Event(torch.Event):
+    """A point in a stream: record it, wait for it from another stream, time between two."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return super().__new__(cls, device=_device(None), enable_timing=enable_timing, blocking=blocking,
+                               interprocess=interprocess)
+
+
+def current_stream(device=None) -> torch.Stream:
+    return torch.accelerator.current_stream(_device(device).index)
+
+
+def default_stream(device=None) -> torch.Stream:
+    current = current_stream(device)
+    return torch.Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    torch.accelerator.set_stream(stream)
+
+
+@contextlib.contextmanager
+def stream(stream: torch.Stream | None):
+    """Make `stream` current on its device inside the block (None: no change)."""
+    if stream is None:
+        yield
+        return
+    previous = current_stream(stream.device_index)
+    torch.accelerator.set_stream(stream)
+    try:
+        yield stream
+    finally:
+        torch.accelerator.set_stream(previous)
