@@ -31,12 +31,14 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=_device(device), priority=priority)
 
 
-class Event(torch.Event):
-    """A point in a stream: record it, wait for it from another stream, time between two."""
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    """A point in a stream of the current simhpu device: record it, wait for it
+    from another stream, time between two.
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device=_device(None), enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+    A function rather than a subclass: torch.Event.elapsed_time accepts only
+    torch.Event itself."""
+    return torch.Event(device=_device(None), enable_timing=enable_timing, blocking=blocking,
+                       interprocess=interprocess)
 
 
 def current_stream(device=None) -> torch.Stream:

@@ -1,0 +1,189 @@
+"""Streams and events: independent queues that overlap, ordering between them
+with events, timing, record_stream, fork safety, and many threads at once."""
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+import torch_simhpu
+
+SLOW_US = 300_000  # long enough that a stream is surely still busy while we look
+
+
+def busy(stream, microseconds=SLOW_US):
+    """Occupy `stream` for a while."""
+    with torch.simhpu.stream(stream):
+        torch_simhpu._C._sleep_on_device(torch.empty(1, device="simhpu"), microseconds)
+
+
+def test_current_default_and_set_stream():
+    default = torch.simhpu.current_stream()
+    assert default == torch.simhpu.default_stream() and default.stream_id == 0
+    s = torch.simhpu.Stream()
+    assert s.device == torch.device("simhpu", 0) and s.stream_id != 0
+    with torch.simhpu.stream(s):
+        assert torch.simhpu.current_stream() == s
+        assert torch.accelerator.current_stream() == s
+    assert torch.simhpu.current_stream() == default
+    torch.simhpu.set_stream(s)
+    try:
+        assert torch.simhpu.current_stream() == s
+    finally:
+        torch.simhpu.set_stream(default)
+    assert torch.simhpu.Stream(device="simhpu:1").device_index == 1
+
+
+def test_current_stream_is_per_thread():
+    s = torch.simhpu.Stream()
+    seen = []
+    with torch.simhpu.stream(s):
+        t = threading.Thread(target=lambda: seen.append(torch.simhpu.current_stream()))
+        t.start()
+        t.join()
+    assert seen == [torch.simhpu.default_stream()]
+
+
+def test_streams_run_independently():
+    slow, fast = torch.simhpu.Stream(), torch.simhpu.Stream()
+    assert slow != fast
+    busy(slow)
+    with torch.simhpu.stream(fast):
+        y = torch_simhpu.npu_add_custom(torch.ones(3, device="simhpu"), torch.ones(3, device="simhpu"))
+    fast.synchronize()  # returns although `slow` is still running
+    assert not slow.query()
+    torch.testing.assert_close(y.cpu(), torch.full((3,), 2.0))
+    slow.synchronize()
+    assert slow.query()
+
+
+def test_wait_event_orders_work_across_streams():
+    producer, consumer = torch.simhpu.Stream(), torch.simhpu.Stream()
+    x = torch.zeros(1000, device="simhpu")
+    busy(producer, 100_000)
+    with torch.simhpu.stream(producer):
+        x.add_(torch.ones(1000, device="simhpu"))  # x = 1 after the slow kernel
+        ready = torch.simhpu.Event()
+        ready.record()
+    consumer.wait_event(ready)
+    with torch.simhpu.stream(consumer):
+        y = torch_simhpu.npu_add_custom(x, x)
+    consumer.synchronize()
+    torch.testing.assert_close(y.cpu(), torch.full((1000,), 2.0))
+
+
+def test_wait_stream():
+    a, b = torch.simhpu.Stream(), torch.simhpu.Stream()
+    x = torch.zeros(10, device="simhpu")
+    busy(a, 100_000)
+    with torch.simhpu.stream(a):
+        x.fill_(3.0)
+    b.wait_stream(a)
+    with torch.simhpu.stream(b):
+        y = torch_simhpu.npu_swish(x, beta=0.0)  # x * sigmoid(0) = 1.5
+    b.synchronize()
+    torch.testing.assert_close(y.cpu(), torch.full((10,), 1.5))
+
+
+def test_event_query_synchronize_and_elapsed_time():
+    s = torch.simhpu.Stream()
+    start, end = torch.simhpu.Event(enable_timing=True), torch.simhpu.Event(enable_timing=True)
+    assert start.query()  # never recorded
+    with torch.simhpu.stream(s):
+        start.record()
+        torch_simhpu._C._sleep_on_device(torch.empty(1, device="simhpu"), 50_000)
+        end.record()
+    assert not end.query()
+    end.synchronize()
+    assert end.query()
+    assert start.elapsed_time(end) >= 49.0  # milliseconds, at least the kernel's 50 ms
+
+
+def test_record_stream_keeps_memory_until_the_stream_is_past_it():
+    side = torch.simhpu.Stream()
+    x = torch.empty(1 << 18, device="simhpu")
+    ptr = x.data_ptr()
+    busy(side)
+    with torch.simhpu.stream(side):
+        torch_simhpu.npu_add_custom(x, x)  # x is now in use on `side`
+    x.record_stream(side)
+    del x
+    y = torch.empty(1 << 18, device="simhpu")
+    assert y.data_ptr() != ptr  # not reused while `side` may still read it
+    side.synchronize()
+    y_ptr = y.data_ptr()
+    del y
+    reserved = torch.simhpu.memory_reserved()
+    z = torch.empty(1 << 18, device="simhpu")
+    assert z.data_ptr() in (ptr, y_ptr)  # once `side` is past, the block is reused
+    assert torch.simhpu.memory_reserved() == reserved
+
+
+def test_kernel_failure_on_one_stream_leaves_others_working():
+    bad, good = torch.simhpu.Stream(), torch.simhpu.Stream()
+    x = torch.ones(2, device="simhpu")
+    with torch.simhpu.stream(bad):
+        torch_simhpu._C._launch_failing_kernel(x)
+    with torch.simhpu.stream(good):
+        y = torch_simhpu.npu_add_custom(x, x)
+    good.synchronize()
+    torch.testing.assert_close(y.cpu(), torch.full((2,), 2.0))
+    with pytest.raises(RuntimeError, match="fail_on_device"):
+        bad.synchronize()
+    bad.synchronize()
+
+
+def test_many_threads_on_two_streams():
+    """8 Python threads launch 10,000 ops across 2 streams: results right, no memory left behind."""
+    torch.simhpu.synchronize()
+    baseline = torch.simhpu.memory_allocated()
+    streams = [torch.simhpu.Stream(), torch.simhpu.Stream()]
+    results, errors = {}, []
+
+    def worker(i):
+        try:
+            with torch.simhpu.stream(streams[i % 2]):
+                acc = torch.zeros(64, device="simhpu")
+                one = torch.ones(64, device="simhpu")
+                for _ in range(1250):
+                    acc = torch_simhpu.npu_add_custom(acc, one)
+                results[i] = acc.cpu()
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(8):
+        torch.testing.assert_close(results[i], torch.full((64,), 1250.0))
+    results.clear()
+    torch.simhpu.synchronize()
+    assert torch.simhpu.memory_allocated() == baseline
+
+
+def test_fork_after_start_gives_a_clear_error(tmp_path):
+    code = (
+        "import os, torch, torch_simhpu\n"
+        "x = torch.ones(2, device='simhpu') + 1\n"  # the runtime has started
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n"
+        "        torch.ones(2, device='simhpu')\n"
+        "    except RuntimeError as e:\n"
+        "        print('child:', torch.simhpu._is_in_bad_fork(), str(e).splitlines()[0], flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print('parent:', torch.simhpu._is_in_bad_fork(), x.cpu().tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    child, parent = out.stdout.strip().splitlines()
+    assert child.startswith("child: True simhpu: the device cannot be used in a process forked after the simhpu "
+                            "runtime started")
+    assert parent == "parent: False [2.0, 2.0]"
