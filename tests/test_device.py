@@ -103,8 +103,10 @@ def test_kernel_failure_is_raised_at_the_next_synchronize():
     x = torch.ones(4).simhpu()
     torch_simhpu._C._launch_failing_kernel(x)  # returns at once: the kernel runs later
     after = torch_simhpu.npu_add_custom(x, x)  # queued behind the failure: dropped
-    with pytest.raises(RuntimeError, match=r"simhpu kernel 'fail_on_device' launched by _launch_failing_kernel "
-                                           r"failed: device-side check failed on a tensor of 4 elements"):
+    launch_line = test_kernel_failure_is_raised_at_the_next_synchronize.__code__.co_firstlineno + 2
+    with pytest.raises(RuntimeError, match=rf"simhpu kernel 'fail_on_device' launched by _launch_failing_kernel "
+                                           rf"at {__file__}:{launch_line} failed: device-side check failed on a "
+                                           rf"tensor of 4 elements"):
         torch.simhpu.synchronize()
     torch.simhpu.synchronize()  # reported once, then the stream is usable again
     torch.testing.assert_close(torch_simhpu.npu_add_custom(x, x).cpu(), torch.full((4,), 2.0))

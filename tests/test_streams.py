@@ -185,3 +185,16 @@ def test_fork_after_start_gives_a_clear_error(tmp_path):
     assert child.startswith("child: True simhpu: the device cannot be used in a process forked after the simhpu "
                             "runtime started")
     assert parent == "parent: False [2.0, 2.0]"
+
+
+def test_more_launches_than_the_queue_holds():
+    """A producer that fills a stream's queue waits for room (without the GIL), then goes on."""
+    s = torch.simhpu.Stream()
+    busy(s, 100_000)
+    with torch.simhpu.stream(s):
+        acc = torch.zeros(8, device="simhpu")
+        one = torch.ones(8, device="simhpu")
+        for _ in range(5000):  # more than the queue's 4096 records
+            acc = torch_simhpu.npu_add_custom(acc, one)
+    s.synchronize()
+    torch.testing.assert_close(acc.cpu(), torch.full((8,), 5000.0))

@@ -35,14 +35,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return static_cast<int>(simhpu::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(simhpu::current_device()); });
   m.def("_set_device", [](int index) { simhpu::set_device(static_cast<c10::DeviceIndex>(index)); });
-  m.def("_synchronize", [](int index) {
-    py::gil_scoped_release no_gil;
-    simhpu::synchronize_device(static_cast<c10::DeviceIndex>(index));
-  });
-  m.def("_synchronize_all", [] {
-    py::gil_scoped_release no_gil;
-    simhpu::synchronize_all_devices();
-  });
+  m.def("_synchronize", [](int index) { simhpu::synchronize_device(static_cast<c10::DeviceIndex>(index)); });
+  m.def("_synchronize_all", &simhpu::synchronize_all_devices);
   m.def("_launch_blocking", &simhpu::launch_blocking);
   m.def("_is_in_bad_fork", &simhpu::in_bad_fork);
   m.def("_strict_mode", &simhpu::strict_mode);

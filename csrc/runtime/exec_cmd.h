@@ -64,6 +64,7 @@ void launch(const KernelDef& kernel, const char* op_name, const Args&... args) {
   LaunchRecord record;
   record.kernel = &kernel;
   record.op_name = op_name;
+  record.site = capture_launch_site();
   (detail::add_arg(record, args), ...);
   submit(current_device(), std::move(record));
 }

@@ -24,7 +24,11 @@ using Clock = std::chrono::steady_clock;
 constexpr int kStreamsPerDevice = 1 + kPooledStreams;
 
 std::string describe_failure(const LaunchRecord& record, const char* what) {
-  return std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name +
+  std::string where;
+  if (record.site.file != nullptr) {
+    where = std::string(" at ") + record.site.file + ":" + std::to_string(record.site.line);
+  }
+  return std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name + where +
       " failed: " + what;
 }
 
@@ -79,10 +83,19 @@ class LaunchQueue {
  public:
   void push(LaunchRecord&& record) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       if (!worker_.joinable()) {
         watch_for_fork();
         worker_ = std::thread([this] { work(); });
+      }
+      if (pending_.size() >= kQueueCapacity) {
+        lock.unlock();
+        {
+          GilRelease no_gil;
+          std::unique_lock<std::mutex> wait_lock(mu_);
+          room_.wait(wait_lock, [this] { return pending_.size() < kQueueCapacity; });
+        }
+        lock.lock();
       }
       pending_.push_back(std::move(record));
     }
@@ -90,11 +103,15 @@ class LaunchQueue {
   }
 
   void synchronize() {
+    // Wait without the GIL (released after, and re-taken before, the queue's
+    // mutex): other Python threads may be producing the work this waits for.
+    GilRelease no_gil;
     std::unique_lock<std::mutex> lock(mu_);
     idle_.wait(lock, [this] { return pending_.empty() && !busy_; });
     if (failure_) {
       std::string message = std::move(*failure_);
       failure_.reset();
+      lock.unlock();
       TORCH_CHECK(false, message);
     }
   }
@@ -112,6 +129,9 @@ class LaunchQueue {
       LaunchRecord record = std::move(pending_.front());
       pending_.pop_front();
       busy_ = true;
+      if (pending_.size() == kQueueCapacity - 1) {
+        room_.notify_all();
+      }
       const bool poisoned = failure_.has_value();
       lock.unlock();
       std::optional<std::string> error = run_record(record, poisoned);
@@ -130,6 +150,7 @@ class LaunchQueue {
   std::mutex mu_;
   std::condition_variable work_ready_;
   std::condition_variable idle_;
+  std::condition_variable room_;
   std::deque<LaunchRecord> pending_;
   bool busy_ = false;
   std::optional<std::string> failure_;

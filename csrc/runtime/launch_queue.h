@@ -5,6 +5,7 @@
 // records in the queues too: recording one marks a point in a stream, waiting
 // on one holds a stream back until another stream has reached that point.
 #include "runtime/kernel_arg.h"
+#include "runtime/launch_site.h"
 
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
@@ -53,7 +54,11 @@ struct LaunchRecord {
   c10::SmallVector<c10::Storage, 4> keep_alive;
   c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
   uint64_t event_version = 0;
+  LaunchSite site;  // where Python launched it, for error messages
 };
+
+// How many records a stream's queue holds before a producer waits for room.
+constexpr size_t kQueueCapacity = 4096;
 
 // The default stream and this many pooled streams per device.
 constexpr int kPooledStreams = 4;
