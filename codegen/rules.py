@@ -65,6 +65,11 @@ SPECS = {
         "rules::broadcast_shapes(kOpName, {{{names}}}, {{{args}}})",
         "_rules.broadcast_shapes(_op, [{names}], [{args}])",
         "broadcast(A, B, ...)"),
+    "index_shape": RuleSpec(
+        "size", ("tensor", "int", "tensor"),
+        'rules::index_shape(kOpName, "{0}", {0}, {1}, "{2}", {2})',
+        '_rules.index_shape(_op, "{0}", {0}, {1}, "{2}", {2})',
+        "index_shape(SELF, DIM, INDEX)"),
     "reduce": RuleSpec(
         "size", ("tensor", "int_list", "bool"),
         'rules::reduced_shape(kOpName, "{0}", {0}, {1}, {2})',
@@ -79,6 +84,11 @@ SPECS = {
         'rules::check_same_shape(kOpName, "{0}", {0}, "{1}", {1})',
         '_rules.check_same_shape(_op, "{0}", {0}, "{1}", {1})',
         "same_shape(A, B)"),
+    "index_tensor": RuleSpec(
+        "check", ("tensor",),
+        'rules::check_index_tensor(kOpName, "{0}", {0})',
+        '_rules.check_index_tensor(_op, "{0}", {0})',
+        "index_tensor(INDEX)"),
     "trailing_shape": RuleSpec(
         "check", ("tensor", "tensor"),
         'rules::check_trailing_shape(kOpName, "{0}", {0}, "{1}", {1})',
@@ -138,7 +148,7 @@ def parse_rule(text, kind: str, arg_types: dict[str, str]) -> Rule:
     return Rule(node.func.id, tuple(args))
 
 
-_PARAM_WORDS = {"tensor": "a Tensor", "int_list": "an int[]", "bool": "a bool",
+_PARAM_WORDS = {"tensor": "a Tensor", "int_list": "an int[]", "bool": "a bool", "int": "an int",
                 "tensor_or_list": "a Tensor or Tensor[]"}
 
 
@@ -148,6 +158,8 @@ def _category(schema_type: str) -> str:
         return "tensor"
     if re.fullmatch(r"(int|SymInt)\[\d*\]", base):
         return "int_list"
+    if base in ("int", "SymInt"):
+        return "int"
     return base
 
 
@@ -164,6 +176,7 @@ def _check_param(param: str, arg, arg_types: dict[str, str], fn: str):
     value = _literal(arg)
     ok = {"int_list": lambda v: isinstance(v, list) and all(isinstance(i, int) for i in v),
           "bool": lambda v: isinstance(v, bool),
+          "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
           "tensor": lambda v: False, "tensor_or_list": lambda v: False}[param]
     if not ok(value):
         raise RuleError(f"{fn}: '{ast.unparse(arg)}' is not a valid {param.replace('_', ' ')}")

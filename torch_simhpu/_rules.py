@@ -80,3 +80,22 @@ def check_broadcastable(op: str, arg: str, t, shape) -> None:
     offset = len(shape) - len(sizes)
     if offset < 0 or any(s != 1 and s != shape[offset + d] for d, s in enumerate(sizes)):
         raise ValueError(f"{op}: argument '{arg}' of shape {sizes} does not broadcast to the output shape {shape}")
+
+
+def check_index_tensor(op: str, arg: str, index) -> None:
+    import torch
+    if index.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{op}: argument '{arg}' must hold int64 or int32 indices, but it has dtype {index.dtype}")
+    if index.dim() > 1:
+        raise IndexError(f"{op}: argument '{arg}' must be a scalar or 1-D, but it has {index.dim()} dimensions")
+
+
+def index_shape(op: str, self_arg: str, self, dim: int, index_arg: str, index) -> list:
+    ndim = max(self.dim(), 1)
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"{op}: dimension {dim} is out of range for argument '{self_arg}' with "
+                         f"{self.dim()} dimension(s)")
+    shape = _shape(self)
+    if shape:
+        shape[dim % self.dim()] = index.numel()
+    return shape

@@ -131,6 +131,13 @@ void check_broadcastable(const char* op, const char* arg, const at::Tensor& t, c
                     " does not broadcast to the output shape ", shape);
 }
 
+void check_index_tensor(const char* op, const char* arg, const at::Tensor& index) {
+  TORCH_CHECK_TYPE(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op, ": argument '", arg,
+                   "' must hold int64 or int32 indices, but it has dtype ", index.scalar_type());
+  TORCH_CHECK_INDEX(index.dim() <= 1, op, ": argument '", arg, "' must be a scalar or 1-D, but it has ",
+                    index.dim(), " dimensions");
+}
+
 void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
                           const char* inner_arg, const at::Tensor& inner) {
   const bool fits = inner.dim() >= 1 && inner.dim() <= outer.dim() &&
@@ -181,6 +188,21 @@ Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args,
     shape = std::move(next);
     shaped_by += (shaped_by.empty() ? "'" : ", '") + std::string(*name) + "'";
     ++name;
+  }
+  return shape;
+}
+
+Shape index_shape(const char* op, const char* self_arg, const at::Tensor& self, int64_t dim,
+                  const char* index_arg, const at::Tensor& index) {
+  const int64_t ndim = std::max<int64_t>(self.dim(), 1);
+  TORCH_CHECK_INDEX(dim >= -ndim && dim < ndim, op, ": dimension ", dim, " is out of range for argument '",
+                    self_arg, "' with ", self.dim(), " dimension(s)");
+  Shape shape = self.sizes().vec();
+  if (!shape.empty()) {
+    shape[c10::maybe_wrap_dim(dim, self.dim())] = index.numel();
+  } else {
+    TORCH_CHECK_INDEX(index.numel() == 1, op, ": argument '", index_arg,
+                      "' must hold one index to select from a 0-dim '", self_arg, "'");
   }
   return shape;
 }

@@ -50,6 +50,9 @@ void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
 // `t` broadcasts to `shape` (the output of an elementwise op).
 void check_broadcastable(const char* op, const char* arg, const at::Tensor& t, c10::IntArrayRef shape);
 
+// `index` holds indices: int64 or int32, and at most one dimension.
+void check_index_tensor(const char* op, const char* arg, const at::Tensor& index);
+
 // `inner`'s shape equals the trailing dimensions of `outer` (layer-norm style).
 void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
                           const char* inner_arg, const at::Tensor& inner);
@@ -66,6 +69,9 @@ inline Shape as_shape(c10::SymIntArrayRef sizes) { return C10_AS_INTARRAYREF_SLO
 inline Shape as_shape(std::initializer_list<int64_t> sizes) { return Shape(sizes); }
 Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args,
                        std::initializer_list<at::Tensor> tensors);
+// `self`'s shape with dimension `dim` as long as `index` (index_select).
+Shape index_shape(const char* op, const char* self_arg, const at::Tensor& self, int64_t dim,
+                  const char* index_arg, const at::Tensor& index);
 Shape reduced_shape(const char* op, const char* arg, const at::Tensor& t,
                     c10::IntArrayRef dims, bool keepdim);
 
