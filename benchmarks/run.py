@@ -1,14 +1,20 @@
 """Measures torch_simhpu against PyTorch CPU in one run and prints the ratios.
 
     python benchmarks/run.py          (after scripts/setup_env.sh; uses the installed wheel)
+
+Each row: the PyTorch CPU figure, ours, and ours / PyTorch's (for times lower
+is better, for rates higher is better).
 """
 import os
+import subprocess
 import sys
 import time
 
 import torch
 
 import torch_simhpu
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def per_call_seconds(fn, min_time=0.5):
@@ -25,15 +31,6 @@ def per_call_seconds(fn, min_time=0.5):
             return elapsed / n
 
 
-def launch_host_time():
-    a, b = torch.ones(1), torch.ones(1)
-    da, db = a.simhpu(), b.simhpu()
-    ref = per_call_seconds(lambda: torch.add(a, b))
-    ours = per_call_seconds(lambda: torch_simhpu.npu_add_custom(da, db))
-    torch.simhpu.synchronize()
-    return "host time per launch, 1 element, async", ref * 1e6, ours * 1e6, "us"
-
-
 def timed(fn, repeats):
     """Seconds per call of fn after one warm-up call."""
     fn()
@@ -41,6 +38,50 @@ def timed(fn, repeats):
     for _ in range(repeats):
         fn()
     return (time.perf_counter() - start) / repeats
+
+
+def torch_add_tiny_us():
+    a, b = torch.ones(1), torch.ones(1)
+    return per_call_seconds(lambda: torch.add(a, b)) * 1e6
+
+
+def launch_host_time():
+    da, db = torch.ones(1).simhpu(), torch.ones(1).simhpu()
+    ours = per_call_seconds(lambda: torch_simhpu.npu_add_custom(da, db))
+    torch.simhpu.synchronize()
+    return "host time per launch, 1 element, async", torch_add_tiny_us(), ours * 1e6, "us"
+
+
+def launch_host_time_blocking():
+    """The same in SIMHPU_LAUNCH_BLOCKING=1 mode, in a child process (the mode is read at start)."""
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import run, torch, torch_simhpu\n"
+        "da, db = torch.ones(1).simhpu(), torch.ones(1).simhpu()\n"
+        "print(run.torch_add_tiny_us(), run.per_call_seconds(lambda: torch_simhpu.npu_add_custom(da, db)) * 1e6)\n"
+    ) % HERE
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, SIMHPU_LAUNCH_BLOCKING="1"))
+    ref, ours = map(float, out.stdout.split())
+    return "host time per launch, 1 element, blocking", ref, ours, "us"
+
+
+def queue_throughput():
+    """Tiny kernels launched back to back and drained: tasks per second, launch and execution."""
+    n = 20000
+    a, b = torch.ones(1), torch.ones(1)
+    da, db = a.simhpu(), b.simhpu()
+
+    def ours():
+        for _ in range(n):
+            torch_simhpu.npu_add_custom(da, db)
+        torch.simhpu.synchronize()
+
+    def reference():
+        for _ in range(n):
+            torch.add(a, b)
+
+    return "queue throughput, tiny ops, launch + run", n / timed(reference, 3), n / timed(ours, 3), "ops/s"
 
 
 def elementwise_bandwidth():
@@ -58,17 +99,18 @@ def elementwise_bandwidth():
 
 
 def codegen_time():
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, HERE)
     import codegen_scale
     return f"codegen, synthetic {codegen_scale.N_OPS}-operator YAML", float("nan"), codegen_scale.measure(), "s"
 
 
 def main():
-    rows = [launch_host_time(), elementwise_bandwidth(), codegen_time()]
-    print(f"{'measure':45} {'PyTorch CPU':>12} {'simhpu':>10} {'simhpu/CPU':>11}")
+    rows = [launch_host_time(), launch_host_time_blocking(), queue_throughput(), elementwise_bandwidth(),
+            codegen_time()]
+    print(f"{'measure':45} {'PyTorch CPU':>12} {'simhpu':>12} {'simhpu/CPU':>11}")
     for name, ref, ours, unit in rows:
         ratio = ours / ref if ref == ref else float("nan")  # nan: no PyTorch counterpart
-        print(f"{name:45} {ref:12.3f} {ours:10.3f} {ratio:11.2f}  {unit}")
+        print(f"{name:45} {ref:12.3f} {ours:12.3f} {ratio:11.2f}  {unit}")
 
 
 if __name__ == "__main__":
