@@ -134,3 +134,45 @@ def test_without_strict_mode_device_memory_is_plain_memory(tmp_path):
     )
     out = run_python(code, tmp_path, SIMHPU_STRICT="0")
     assert out.returncode == 0 and out.stdout.strip() == "3.0"
+
+
+def test_pinned_host_memory():
+    x = torch.randn(100)
+    pinned = x.pin_memory()
+    assert pinned.is_pinned() and not x.is_pinned()
+    assert torch.empty(10, pin_memory=True).is_pinned()
+    assert pinned[10:].is_pinned()  # a view into a pinned block
+    torch.testing.assert_close(pinned, x)
+
+
+def _busy(microseconds=300_000):
+    torch_simhpu._C._sleep_on_device(torch.empty(1, device="simhpu"), microseconds)
+
+
+def test_non_blocking_copy_from_pinned_memory_is_queued():
+    host = torch.randn(1000).pin_memory()
+    _busy()
+    device = host.to("simhpu", non_blocking=True)  # queued behind the busy kernel, not waited for
+    assert not torch.simhpu.current_stream().query()
+    torch.simhpu.synchronize()
+    torch.testing.assert_close(device.cpu(), host)
+
+
+def test_non_blocking_copy_to_pinned_memory_overlaps_until_synchronized():
+    device = torch.randn(1000).simhpu()
+    expected = device.cpu()
+    out = torch.zeros(1000, pin_memory=True)
+    _busy()
+    out.copy_(device, non_blocking=True)  # returns at once; the data arrives later
+    assert not torch.simhpu.current_stream().query()
+    torch.simhpu.synchronize()
+    torch.testing.assert_close(out, expected)
+
+
+def test_blocking_copy_to_pageable_memory_waits():
+    device = torch.randn(1000).simhpu()
+    _busy(50_000)
+    out = torch.zeros(1000)
+    out.copy_(device, non_blocking=True)  # pageable: there is no overlap to have, so it waits
+    assert torch.simhpu.current_stream().query()
+    torch.testing.assert_close(out, device.cpu())

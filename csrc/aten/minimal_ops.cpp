@@ -4,6 +4,7 @@
 #include "aten/resize.h"
 #include "runtime/device.h"
 #include "runtime/exec_cmd.h"
+#include "runtime/pinned_memory.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/as_strided_native.h>
@@ -138,7 +139,7 @@ void copy_on_host(const at::Tensor& src, const at::Tensor& dst) {
   host_view(dst).copy_(host_view(src));
 }
 
-at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (self.numel() == 0) {
     return dst;
   }
@@ -146,10 +147,19 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_
   const bool dst_on_device = dst.is_privateuseone();
   if (dst_on_device && (!src_on_device || self.device() == dst.device())) {
     // Into the device: a copy kernel, ordered with the other work in the queue.
-    // A host source is first staged in a private buffer (as CUDA does for
-    // pageable memory), so the caller may reuse its tensor as soon as we return.
+    // A host source is staged in a private buffer (as CUDA does for pageable
+    // memory) so the caller may reuse it at once, unless it is pinned and the
+    // copy non_blocking: then the kernel reads it in place, later.
     const c10::DeviceGuard guard(dst.device());
-    EXEC_CMD(copy, src_on_device ? self : self.clone(at::MemoryFormat::Contiguous), dst);
+    const bool in_place = src_on_device || (non_blocking && is_pinned(self.data_ptr()));
+    EXEC_CMD(copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), dst);
+    return dst;
+  }
+  if (src_on_device && !dst_on_device && non_blocking && is_pinned(dst.data_ptr())) {
+    // Out of the device into pinned memory, non_blocking: queued like a kernel;
+    // the host sees the data once the stream is synchronised.
+    const c10::DeviceGuard guard(self.device());
+    EXEC_CMD(copy, self, dst);
     return dst;
   }
   // Out of the device, or between devices: the host reads device memory, so

@@ -2,6 +2,7 @@
 // availability, device count and current device (torch.accelerator uses these).
 #include "aten/resize.h"
 #include "runtime/device.h"
+#include "runtime/pinned_memory.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
@@ -26,7 +27,8 @@ struct SimhpuHooks final : public at::PrivateUse1HooksInterface {
     return exchangeDevice(d);
   }
 
-  bool isPinnedPtr(const void*) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
 
   at::Device getDeviceFromPtr(void*) const override {
     return device_of(current_device());
