@@ -55,3 +55,24 @@ def test_autocast_casts_matmul_like_ops(dtype):
     assert product.dtype == dtype and linear.dtype == dtype
     assert summed.dtype == torch.float32 and exponent.dtype == torch.float32
     torch.testing.assert_close(product.float().cpu(), (a.cpu() @ b.cpu()), atol=5e-2, rtol=5e-2)
+
+
+def test_runtime_trace_is_a_chrome_trace_of_queue_and_run_times(tmp_path):
+    import json
+    path = tmp_path / "trace.json"
+    x = torch.ones(16, device="simhpu")
+    with torch.simhpu.trace(str(path)):
+        torch_simhpu._C._sleep_on_device(x, 20_000)
+        y = torch_simhpu.npu_add_custom(x, x)  # queued behind the 20 ms kernel
+        with torch.simhpu.stream(torch.simhpu.Stream()):
+            torch_simhpu.npu_swish(x)
+    events = json.loads(path.read_text())["traceEvents"]
+    kernels = {e["name"]: e for e in events if e["cat"] == "kernel"}
+    assert {"sleep_on_device", "add_custom", "swish"} <= set(kernels)
+    add = kernels["add_custom"]
+    assert add["args"]["op"] == "npu_add_custom" and add["tid"] == "stream 0" and add["pid"] == "simhpu:0"
+    assert add["args"]["launched at"].startswith(__file__ + ":")
+    assert add["args"]["queued (us)"] >= 15_000  # waited for the sleeping kernel
+    assert kernels["sleep_on_device"]["dur"] >= 19_000
+    assert kernels["swish"]["tid"] != "stream 0"
+    del y

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from torch_simhpu import _C
+from torch_simhpu.profiler import trace  # noqa: F401
 from torch_simhpu.streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 

@@ -5,6 +5,7 @@
 #include "runtime/exec_cmd.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/launch_queue.h"
+#include "runtime/trace.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/utils/pybind.h>
@@ -42,6 +43,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_strict_mode", &simhpu::strict_mode);
   m.def("_memory_limit", &simhpu::memory_limit_bytes);
   m.def("_kernel_names", &simhpu::registered_kernel_names);
+  m.def("_start_trace", &simhpu::start_trace);
+  m.def("_stop_trace", [] {
+    py::list out;
+    for (const auto& e : simhpu::stop_trace()) {
+      out.append(py::make_tuple(e.kernel, e.op, e.file ? py::object(py::str(e.file)) : py::object(py::none()),
+                                e.line, static_cast<int>(e.device), static_cast<int64_t>(e.stream),
+                                e.queued_ns, e.start_ns, e.end_ns));
+    }
+    return out;
+  });
   m.def("_launch_failing_kernel", &simhpu::_launch_failing_kernel);
   m.def("_sleep_on_device", &simhpu::_sleep_on_device);
 

@@ -1,6 +1,6 @@
 #pragma once
 // EXEC_CMD(kernel, args...): launch the device kernel `kernel` with `args` on
-// the current device's queue. Tensor arguments become DeviceTensor descriptors
+// the current stream of the current device. Tensor arguments become DeviceTensor descriptors
 // and their storages are kept alive until the kernel has run; other arguments
 // are copied by value. The launching function's name (__func__) is recorded so
 // a failure names the operator.
@@ -80,3 +80,7 @@ void launch(const KernelDef& kernel, const char* op_name, const Args&... args) {
 
 #define EXEC_CMD(kernel, ...) \
   ::simhpu::launch(SIMHPU_KERNEL_REF(kernel), __func__, __VA_ARGS__)
+
+// The same, naming the operator explicitly (generated adapters pass kOpName).
+#define EXEC_CMD_FOR(op_name, kernel, ...) \
+  ::simhpu::launch(SIMHPU_KERNEL_REF(kernel), op_name, __VA_ARGS__)

@@ -1,6 +1,7 @@
 #include "runtime/launch_queue.h"
 
 #include "runtime/device.h"
+#include "runtime/trace.h"
 
 #include <c10/util/Exception.h>
 
@@ -81,6 +82,8 @@ void watch_for_fork() {
 
 class LaunchQueue {
  public:
+  explicit LaunchQueue(c10::Stream stream) : stream_(stream) {}
+
   void push(LaunchRecord&& record) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -134,7 +137,12 @@ class LaunchQueue {
       }
       const bool poisoned = failure_.has_value();
       lock.unlock();
+      const int64_t start_ns = record.queued_ns >= 0 ? trace_clock_ns() : 0;
       std::optional<std::string> error = run_record(record, poisoned);
+      if (record.queued_ns >= 0 && record.kind == LaunchRecord::Kind::Kernel) {
+        add_trace_entry({record.kernel->name, record.op_name, record.site.file, record.site.line,
+                         stream_.device_index(), stream_.id(), record.queued_ns, start_ns, trace_clock_ns()});
+      }
       record = LaunchRecord();  // release storages outside the lock
       lock.lock();
       if (error && !failure_) {
@@ -155,11 +163,13 @@ class LaunchQueue {
   bool busy_ = false;
   std::optional<std::string> failure_;
   std::thread worker_;
+  const c10::Stream stream_;
 };
 
 // Queues live for the whole process: workers may still be draining while
 // static destructors run, so they are deliberately never destroyed.
 struct DeviceStreams {
+  c10::DeviceIndex device = 0;
   std::array<std::atomic<LaunchQueue*>, kStreamsPerDevice> queues{};
   std::atomic<uint32_t> next_pooled{0};
   std::mutex create_mu;
@@ -170,7 +180,7 @@ struct DeviceStreams {
       std::lock_guard<std::mutex> lock(create_mu);
       q = queues[id].load();
       if (q == nullptr) {
-        q = new LaunchQueue();
+        q = new LaunchQueue(c10::Stream(c10::Stream::UNSAFE, device_of(device), id));
         queues[id].store(q, std::memory_order_release);
       }
     }
@@ -179,7 +189,13 @@ struct DeviceStreams {
 };
 
 DeviceStreams& streams_of(c10::DeviceIndex device) {
-  static std::array<DeviceStreams, 64>* all = new std::array<DeviceStreams, 64>();
+  static std::array<DeviceStreams, 64>* all = [] {
+    auto* streams = new std::array<DeviceStreams, 64>();
+    for (size_t d = 0; d < streams->size(); ++d) {
+      (*streams)[d].device = static_cast<c10::DeviceIndex>(d);
+    }
+    return streams;
+  }();
   return (*all)[device];
 }
 
@@ -203,6 +219,9 @@ bool read_launch_blocking() {
 
 void enqueue(const c10::Stream& stream, LaunchRecord&& record) {
   check_not_forked();
+  if (tracing()) {
+    record.queued_ns = trace_clock_ns();
+  }
   if (launch_blocking()) {
     std::optional<std::string> error = run_record(record, false);
     TORCH_CHECK(!error, *error);

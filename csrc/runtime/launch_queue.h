@@ -55,6 +55,7 @@ struct LaunchRecord {
   c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
   uint64_t event_version = 0;
   LaunchSite site;  // where Python launched it, for error messages
+  int64_t queued_ns = -1;  // set while tracing (see trace.h)
 };
 
 // How many records a stream's queue holds before a producer waits for room.
