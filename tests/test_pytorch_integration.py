@@ -76,3 +76,54 @@ def test_runtime_trace_is_a_chrome_trace_of_queue_and_run_times(tmp_path):
     assert kernels["sleep_on_device"]["dur"] >= 19_000
     assert kernels["swish"]["tid"] != "stream 0"
     del y
+
+
+def test_device_random_numbers_are_reproducible():
+    torch.simhpu.manual_seed(3)
+    a = torch.randn(100, device="simhpu").cpu()
+    torch.simhpu.manual_seed(3)
+    b = torch.randn(100, device="simhpu").cpu()
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert torch.simhpu.initial_seed() == 3
+    torch.manual_seed(7)  # seeds every device too
+    c = torch.rand(5, device="simhpu").cpu()
+    torch.manual_seed(7)
+    torch.testing.assert_close(torch.rand(5, device="simhpu").cpu(), c, rtol=0, atol=0)
+
+
+def test_device_generator_is_independent_of_the_cpu_one():
+    torch.manual_seed(0)
+    expected = torch.randn(3)
+    torch.manual_seed(0)
+    torch.simhpu.manual_seed(123)
+    torch.randn(10, device="simhpu")
+    torch.testing.assert_close(torch.randn(3), expected, rtol=0, atol=0)
+
+
+def test_rng_state_and_private_generators():
+    state = torch.simhpu.get_rng_state()
+    first = torch.rand(4, device="simhpu").cpu()
+    torch.simhpu.set_rng_state(state)
+    torch.testing.assert_close(torch.rand(4, device="simhpu").cpu(), first, rtol=0, atol=0)
+    g = torch.Generator(device="simhpu")
+    assert g.device == torch.device("simhpu", 0)
+    g.manual_seed(5)
+    x = torch.randint(0, 100, (8,), device="simhpu", generator=g).cpu()
+    g.manual_seed(5)
+    torch.testing.assert_close(torch.randint(0, 100, (8,), device="simhpu", generator=g).cpu(), x)
+    with pytest.raises(RuntimeError, match="normal_: expected a generator of simhpu:1, got one of simhpu:0"):
+        torch.randn(2, device="simhpu:1", generator=g)
+
+
+@pytest.mark.parametrize("make", [
+    lambda g: torch.randn(1000, device="simhpu", generator=g),
+    lambda g: torch.rand(1000, device="simhpu", generator=g),
+    lambda g: torch.empty(1000, device="simhpu").bernoulli_(0.3, generator=g),
+    lambda g: torch.randint(3, 9, (1000,), device="simhpu", generator=g),
+])
+def test_random_fills_have_the_right_distribution(make):
+    g = torch.Generator(device="simhpu")
+    g.manual_seed(0)
+    values = make(g).cpu().double()
+    assert values.numel() == 1000
+    assert values.std() > 0  # not a constant fill

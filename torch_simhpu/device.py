@@ -90,29 +90,45 @@ def _is_in_bad_fork() -> bool:
     return _C._is_in_bad_fork()
 
 
-# Random ops run through the CPU fallback for now and draw from the CPU
-# generator, so the device's RNG state is the CPU one until simhpu has its own.
-# torch.manual_seed calls manual_seed_all here, so this must not call it back.
+# Random numbers: each device has its own default generator, apart from the CPU's.
+def _default_generator(device=None) -> torch.Generator:
+    return _C._default_generator(_index(device))
+
+
 def manual_seed(seed: int) -> None:
-    torch.default_generator.manual_seed(seed)
+    """Seed the current device's generator."""
+    _default_generator().manual_seed(int(seed))
 
 
+# torch.manual_seed calls this for every registered device type.
 def manual_seed_all(seed: int) -> None:
-    torch.default_generator.manual_seed(seed)
+    for index in range(device_count()):
+        _default_generator(index).manual_seed(int(seed))
+
+
+def seed() -> None:
+    _default_generator().seed()
 
 
 def initial_seed() -> int:
-    return torch.initial_seed()
+    return _default_generator().initial_seed()
 
 
 def get_rng_state(device=None) -> torch.Tensor:
-    _index(device)
-    return torch.get_rng_state()
+    return _default_generator(device).get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
-    _index(device)
-    torch.set_rng_state(new_state)
+    _default_generator(device).set_state(new_state)
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)
 
 
 def get_amp_supported_dtype():

@@ -2,6 +2,7 @@
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
+#include "runtime/generator.h"
 #include "runtime/exec_cmd.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/launch_queue.h"
@@ -43,6 +44,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_strict_mode", &simhpu::strict_mode);
   m.def("_memory_limit", &simhpu::memory_limit_bytes);
   m.def("_kernel_names", &simhpu::registered_kernel_names);
+  m.def("_default_generator", [](int index) { return simhpu::default_generator(static_cast<c10::DeviceIndex>(index)); });
   m.def("_start_trace", &simhpu::start_trace);
   m.def("_stop_trace", [] {
     py::list out;

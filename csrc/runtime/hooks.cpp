@@ -2,6 +2,7 @@
 // availability, device count and current device (torch.accelerator uses these).
 #include "aten/resize.h"
 #include "runtime/device.h"
+#include "runtime/generator.h"
 #include "runtime/pinned_memory.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -25,6 +26,13 @@ struct SimhpuHooks final : public at::PrivateUse1HooksInterface {
 
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
     return exchangeDevice(d);
+  }
+
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override {
+    return default_generator(d < 0 ? current_device() : d);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override {
+    return new_generator(d < 0 ? current_device() : d);
   }
 
   bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
