@@ -198,3 +198,18 @@ def test_more_launches_than_the_queue_holds():
             acc = torch_simhpu.npu_add_custom(acc, one)
     s.synchronize()
     torch.testing.assert_close(acc.cpu(), torch.full((8,), 5000.0))
+
+
+def test_event_wait_holds_a_stream_back():
+    producer, consumer = torch.simhpu.Stream(), torch.simhpu.Stream()
+    x = torch.zeros(4, device="simhpu")
+    busy(producer, 100_000)
+    with torch.simhpu.stream(producer):
+        x.fill_(5.0)
+    done = torch.simhpu.Event()
+    done.record(producer)
+    done.wait(consumer)
+    with torch.simhpu.stream(consumer):
+        y = torch_simhpu.npu_scaled_add(x, x, 1)
+    consumer.synchronize()
+    torch.testing.assert_close(y.cpu(), torch.full((4,), 10.0))
