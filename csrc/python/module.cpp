@@ -1,5 +1,4 @@
 // torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
-#include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
 #include "runtime/generator.h"

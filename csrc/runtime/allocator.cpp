@@ -1,9 +1,11 @@
-// The caching device allocator, one cache per device. Freed blocks are kept
-// and handed out again (no trip to the device heap, no fresh page faults);
-// only when the heap cannot serve a request is the cache returned to it and
-// the request retried, and only then does allocation fail with
-// torch.OutOfMemoryError.
-#include "runtime/allocator.h"
+// The caching device allocator, one cache per device, registered as the
+// PrivateUse1 allocator: every device factory allocates through it, and its
+// statistics are what torch.simhpu.memory_* and torch.accelerator.memory_*
+// report. Freed blocks are kept and handed out again (no trip to the device
+// heap, no fresh page faults); only when the heap cannot serve a request is
+// the cache returned to it and the request retried, and only then does
+// allocation fail with torch.OutOfMemoryError.
+#include <c10/core/CachingDeviceAllocator.h>
 
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
@@ -241,10 +243,6 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
 SimhpuAllocator the_allocator;
 
 } // namespace
-
-c10::DeviceAllocator* device_allocator() {
-  return &the_allocator;
-}
 
 // Makes at::GetAllocator(kPrivateUse1), and so every device factory, use this allocator.
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &the_allocator);
