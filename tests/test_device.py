@@ -147,3 +147,12 @@ def test_copy_to_device_and_python_scalars_do_not_wait_for_the_queue():
     with pytest.raises(RuntimeError, match="fail_on_device"):
         torch.simhpu.synchronize()
     del y, z
+
+
+@pytest.mark.parametrize("value", ["0", "two", "65"])
+def test_bad_device_count_is_reported(tmp_path, value):
+    code = "import torch, torch_simhpu; torch.empty(1, device='simhpu')"
+    env = dict(os.environ, SIMHPU_DEVICE_COUNT=value)
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert f"SIMHPU_DEVICE_COUNT must be a whole number from 1 to 64, got '{value}'" in out.stderr
