@@ -56,6 +56,10 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_launch_failing_kernel", &simhpu::_launch_failing_kernel);
   m.def("_sleep_on_device", &simhpu::_sleep_on_device);
+  m.def("_time_empty_launches", [](int64_t count) {
+    pybind11::gil_scoped_release no_gil;  // pushes from C++; nothing here needs Python
+    return simhpu::time_empty_launches(simhpu::current_device(), count);
+  }, "Seconds to queue and drain `count` records that run no kernel (benchmarks).");
 
   simhpu::register_generated_ops(m);
 }

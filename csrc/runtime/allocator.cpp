@@ -12,13 +12,14 @@
 #include "runtime/launch_queue.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <array>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <unordered_map>
+#include <vector>
 
 namespace simhpu {
 namespace {
@@ -50,33 +51,34 @@ class DeviceCache {
 
   void* allocate(size_t requested) {
     const size_t size = round_up(requested);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (void* ptr = take_cached(size); ptr != nullptr) {
+        return hand_out(ptr, size, requested);
+      }
+      if (void* ptr = new_block(size); ptr != nullptr) {
+        return hand_out(ptr, size, requested);
+      }
+    }
+    // Some memory may be held only by launch records: wait for the device's
+    // streams and clear them (outside the lock: clearing frees blocks).
+    drain_launches(device_);
     std::lock_guard<std::mutex> lock(mu_);
     void* ptr = take_cached(size);
     if (ptr == nullptr) {
-      ptr = memory().allocate(size);
-      if (ptr == nullptr) {
-        stats_.num_alloc_retries++;
-        release_cached();
-        ptr = memory().allocate(size);
-      }
-      if (ptr == nullptr) {
-        stats_.num_ooms++;
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "simhpu: out of memory on device ", static_cast<int>(device_),
-                         ": tried to allocate ", format_bytes(requested), ", but only ",
-                         format_bytes(memory().free_bytes()), " of ", format_bytes(memory().capacity()),
-                         " is free (", format_bytes(stats_.allocated_bytes[kAll].current),
-                         " held by tensors). Free some tensors, or raise SIMHPU_MEMORY_LIMIT.");
-      }
-      stats_.reserved_bytes[kAll].increase(size);
-      stats_.segment[kAll].increase(1);
+      stats_.num_alloc_retries++;
+      release_cached();
+      ptr = new_block(size);
     }
-    block_sizes_[ptr] = size;
-    stats_.allocated_bytes[kAll].increase(size);
-    stats_.active_bytes[kAll].increase(size);
-    stats_.requested_bytes[kAll].increase(requested);
-    stats_.allocation[kAll].increase(1);
-    stats_.active[kAll].increase(1);
-    return ptr;
+    if (ptr == nullptr) {
+      stats_.num_ooms++;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "simhpu: out of memory on device ", static_cast<int>(device_),
+                       ": tried to allocate ", format_bytes(requested), ", but only ",
+                       format_bytes(memory().free_bytes()), " of ", format_bytes(memory().capacity()),
+                       " is free (", format_bytes(stats_.allocated_bytes[kAll].current),
+                       " held by tensors). Free some tensors, or raise SIMHPU_MEMORY_LIMIT.");
+    }
+    return hand_out(ptr, size, requested);
   }
 
   void free(void* ptr) {
@@ -85,7 +87,7 @@ class DeviceCache {
     TORCH_INTERNAL_ASSERT(it != block_sizes_.end(), "simhpu: freeing an unknown device block");
     const size_t size = it->second;
     block_sizes_.erase(it);
-    cached_.emplace(size, ptr);
+    cache_block(size, ptr);
     stats_.allocated_bytes[kAll].decrease(size);
     stats_.active_bytes[kAll].decrease(size);
     stats_.allocation[kAll].decrease(1);
@@ -128,6 +130,38 @@ class DeviceCache {
  private:
   DeviceMemory& memory() { return device_memory(device_); }
 
+  void* new_block(size_t size) {
+    void* ptr = memory().allocate(size);
+    if (ptr != nullptr) {
+      stats_.reserved_bytes[kAll].increase(size);
+      stats_.segment[kAll].increase(1);
+    }
+    return ptr;
+  }
+
+  void* hand_out(void* ptr, size_t size, size_t requested) {
+    block_sizes_[ptr] = size;
+    stats_.allocated_bytes[kAll].increase(size);
+    stats_.active_bytes[kAll].increase(size);
+    stats_.requested_bytes[kAll].increase(requested);
+    stats_.allocation[kAll].increase(1);
+    stats_.active[kAll].increase(1);
+    return ptr;
+  }
+
+  // Map nodes are recycled, so caching and taking blocks allocates no host memory.
+  void cache_block(size_t size, void* ptr) {
+    if (spare_nodes_.empty()) {
+      cached_.emplace(size, ptr);
+      return;
+    }
+    auto node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.key() = size;
+    node.mapped() = ptr;
+    cached_.insert(std::move(node));
+  }
+
   // The smallest cached block that fits without wasting more than half of it.
   void* take_cached(size_t size) {
     auto it = cached_.lower_bound(size);
@@ -136,7 +170,7 @@ class DeviceCache {
     }
     void* ptr = it->second;
     const size_t block = it->first;
-    cached_.erase(it);
+    spare_nodes_.push_back(cached_.extract(it));
     if (block != size) {  // keep the accounting in block sizes
       stats_.reserved_bytes[kAll].decrease(block);
       stats_.reserved_bytes[kAll].increase(size);
@@ -156,8 +190,10 @@ class DeviceCache {
 
   c10::DeviceIndex device_;
   std::mutex mu_;
-  std::multimap<size_t, void*> cached_;            // block size -> free block
-  std::unordered_map<void*, size_t> block_sizes_;  // blocks held by tensors
+  using Cache = std::multimap<size_t, void*>;  // block size -> free block
+  Cache cached_;
+  std::vector<Cache::node_type> spare_nodes_;
+  ska::flat_hash_map<void*, size_t> block_sizes_;  // blocks held by tensors
   DeviceStats stats_;
 };
 

@@ -61,12 +61,16 @@ inline void add_arg(LaunchRecord& r, const std::optional<at::Tensor>& t) {
 
 template <typename... Args>
 void launch(const KernelDef& kernel, const char* op_name, const Args&... args) {
-  LaunchRecord record;
+  // The site first: capturing it may take the GIL, which must not happen
+  // while this thread holds a stream's producer lock.
+  const LaunchSite site = capture_launch_site();
+  LaunchSlot slot(current_device());
+  LaunchRecord& record = slot.record();
   record.kernel = &kernel;
   record.op_name = op_name;
-  record.site = capture_launch_site();
+  record.site = site;
   (detail::add_arg(record, args), ...);
-  submit(current_device(), std::move(record));
+  slot.commit();
 }
 
 } // namespace simhpu

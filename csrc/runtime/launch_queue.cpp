@@ -11,7 +11,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,10 +24,45 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kStreamsPerDevice = 1 + kPooledStreams;
 
+// Waking a sleeping thread costs tens of microseconds on these machines, a
+// poll well under one. So a worker that ran out of work polls this long before
+// it sleeps, and a host thread waiting for the device polls this long (short:
+// the device's kernels may want the host's core too).
+constexpr auto kWorkerSpin = std::chrono::microseconds(50);
+constexpr auto kHostSpin = std::chrono::microseconds(20);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Polls `ready` for up to `budget`; true if it became true.
+template <typename Ready>
+bool spin_until(const Ready& ready, std::chrono::microseconds budget) {
+  if (ready()) {
+    return true;
+  }
+  const auto deadline = Clock::now() + budget;
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      cpu_relax();
+      if (ready()) {
+        return true;
+      }
+    }
+    if (Clock::now() >= deadline) {
+      return false;
+    }
+  }
+}
+
 std::string describe_failure(const LaunchRecord& record, const char* what) {
   std::string where;
-  if (record.site.file != nullptr) {
-    where = std::string(" at ") + record.site.file + ":" + std::to_string(record.site.line);
+  if (record.site.known()) {
+    where = std::string(" at ") + record.site.file() + ":" + std::to_string(record.site.line());
   }
   return std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name + where +
       " failed: " + what;
@@ -45,6 +80,8 @@ std::optional<std::string> run_record(LaunchRecord& record, bool poisoned) {
     }
     case LaunchRecord::Kind::WaitEvent:
       record.event->wait_for(record.event_version);
+      return std::nullopt;
+    case LaunchRecord::Kind::Nothing:
       return std::nullopt;
     case LaunchRecord::Kind::Kernel:
       break;
@@ -65,6 +102,8 @@ std::optional<std::string> run_record(LaunchRecord& record, bool poisoned) {
   }
 }
 
+thread_local bool on_worker_thread = false;
+
 std::atomic<bool> forked_child{false};
 
 void mark_forked_child() {
@@ -80,91 +119,206 @@ void watch_for_fork() {
   (void)registered;
 }
 
+} // namespace
+
+void LaunchRecord::clear() {
+  kind = Kind::Kernel;
+  kernel = nullptr;
+  op_name = "";
+  args.clear();
+  keep_alive.clear();
+  event.reset();
+  event_version = 0;
+  site = LaunchSite();
+  queued_ns = -1;
+}
+
+// One stream: a ring of kQueueCapacity slots and a worker thread. Positions
+// only grow; position i is ring_[i % capacity]. Producers (under producer_mu_)
+// fill position tail_ and publish it by advancing tail_; the worker runs
+// positions up to tail_ and advances done_. Finished slots are cleared by the
+// producers, not the worker, so the storages they free go back to the
+// allocator on the thread that allocates: the two never contend for it, and
+// the worker does nothing but run kernels. Both sides poll before they sleep.
 class LaunchQueue {
  public:
-  explicit LaunchQueue(c10::Stream stream) : stream_(stream) {}
+  explicit LaunchQueue(c10::Stream stream) : stream_(stream), ring_(new LaunchRecord[kQueueCapacity]) {}
 
-  void push(LaunchRecord&& record) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!worker_.joinable()) {
-        watch_for_fork();
-        worker_ = std::thread([this] { work(); });
-      }
-      if (pending_.size() >= kQueueCapacity) {
-        lock.unlock();
-        {
-          GilRelease no_gil;
-          std::unique_lock<std::mutex> wait_lock(mu_);
-          room_.wait(wait_lock, [this] { return pending_.size() < kQueueCapacity; });
-        }
-        lock.lock();
-      }
-      pending_.push_back(std::move(record));
+  // Takes the producer lock (released by publish or abandon) and returns the next slot.
+  LaunchRecord& claim() {
+    lock_producers();
+    if (!worker_.joinable()) {
+      watch_for_fork();
+      worker_ = std::thread([this] { work(); });
     }
-    work_ready_.notify_one();
+    const uint64_t position = tail_.load(std::memory_order_relaxed);
+    release_finished_locked();
+    if (position - released_ == kQueueCapacity) {
+      GilRelease no_gil;
+      wait_until_done(position - kQueueCapacity + 1);
+      release_finished_locked();
+    }
+    return ring_[position % kQueueCapacity];
+  }
+
+  void publish() {
+    tail_.store(tail_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+    // seq_cst on both sides: either the worker sees the new tail before it
+    // sleeps, or this sees it asleep and wakes it.
+    if (worker_asleep_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> lock(sleep_mu_);
+      work_ready_.notify_one();
+    }
+    producer_mu_.unlock();
+  }
+
+  void abandon(LaunchRecord& record) {
+    record.clear();
+    producer_mu_.unlock();
   }
 
   void synchronize() {
-    // Wait without the GIL (released after, and re-taken before, the queue's
-    // mutex): other Python threads may be producing the work this waits for.
-    GilRelease no_gil;
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [this] { return pending_.empty() && !busy_; });
-    if (failure_) {
-      std::string message = std::move(*failure_);
-      failure_.reset();
-      lock.unlock();
-      TORCH_CHECK(false, message);
+    {
+      // Wait without the GIL: other Python threads may be producing the work this waits for.
+      GilRelease no_gil;
+      wait_until_done(tail_.load(std::memory_order_acquire));
     }
+    release_finished();
+    report_failure();
   }
 
-  bool idle() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return pending_.empty() && !busy_;
+  // synchronize() without raising a failure (that waits for the next synchronising call).
+  void drain() {
+    {
+      GilRelease no_gil;
+      wait_until_done(tail_.load(std::memory_order_acquire));
+    }
+    release_finished();
+  }
+
+  bool idle() const {
+    return done_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+  }
+
+  void release_finished() {
+    lock_producers();
+    release_finished_locked();
+    producer_mu_.unlock();
   }
 
  private:
+  void lock_producers() {
+    if (!producer_mu_.try_lock()) {
+      GilRelease no_gil;  // the holder may need the GIL to finish
+      producer_mu_.lock();
+    }
+  }
+
+  void release_finished_locked() {
+    const uint64_t done = done_.load(std::memory_order_acquire);
+    for (; released_ < done; ++released_) {
+      ring_[released_ % kQueueCapacity].clear();
+    }
+  }
+
+  // Waits (polling, then asleep) until the worker has finished position `target - 1`.
+  void wait_until_done(uint64_t target) {
+    const auto reached = [&] { return done_.load(std::memory_order_seq_cst) >= target; };
+    if (spin_until(reached, kHostSpin)) {
+      return;
+    }
+    std::unique_lock<std::mutex> lock(sleep_mu_);
+    host_sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    progress_.wait(lock, reached);
+    host_sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // The worker's side: returns the new tail once there is work past `head`.
+  uint64_t wait_for_work(uint64_t head) {
+    const auto has_work = [&] { return tail_.load(std::memory_order_seq_cst) != head; };
+    if (!spin_until(has_work, kWorkerSpin)) {
+      std::unique_lock<std::mutex> lock(sleep_mu_);
+      worker_asleep_.store(true, std::memory_order_seq_cst);
+      work_ready_.wait(lock, has_work);
+      worker_asleep_.store(false, std::memory_order_relaxed);
+    }
+    return tail_.load(std::memory_order_acquire);
+  }
+
   void work() {
-    std::unique_lock<std::mutex> lock(mu_);
+    on_worker_thread = true;
+    uint64_t head = 0;
     for (;;) {
-      work_ready_.wait(lock, [this] { return !pending_.empty(); });
-      LaunchRecord record = std::move(pending_.front());
-      pending_.pop_front();
-      busy_ = true;
-      if (pending_.size() == kQueueCapacity - 1) {
-        room_.notify_all();
+      uint64_t available = tail_.load(std::memory_order_acquire);
+      if (available == head) {
+        available = wait_for_work(head);
       }
-      const bool poisoned = failure_.has_value();
-      lock.unlock();
-      const int64_t start_ns = record.queued_ns >= 0 ? trace_clock_ns() : 0;
-      std::optional<std::string> error = run_record(record, poisoned);
-      if (record.queued_ns >= 0 && record.kind == LaunchRecord::Kind::Kernel) {
-        add_trace_entry({record.kernel->name, record.op_name, record.site.file, record.site.line,
-                         stream_.device_index(), stream_.id(), record.queued_ns, start_ns, trace_clock_ns()});
-      }
-      record = LaunchRecord();  // release storages outside the lock
-      lock.lock();
-      if (error && !failure_) {
-        failure_ = std::move(error);
-      }
-      busy_ = false;
-      if (pending_.empty()) {
-        idle_.notify_all();
+      for (; head < available; ++head) {
+        run(ring_[head % kQueueCapacity]);
+        // seq_cst, paired with wait_until_done: a host going to sleep either
+        // sees this progress or is counted in host_sleepers_ and woken.
+        done_.store(head + 1, std::memory_order_seq_cst);
+        if (host_sleepers_.load(std::memory_order_seq_cst) > 0) {
+          std::lock_guard<std::mutex> lock(sleep_mu_);
+          progress_.notify_all();
+        }
       }
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable work_ready_;
-  std::condition_variable idle_;
-  std::condition_variable room_;
-  std::deque<LaunchRecord> pending_;
-  bool busy_ = false;
-  std::optional<std::string> failure_;
-  std::thread worker_;
+  void run(LaunchRecord& record) {
+    const int64_t start_ns = record.queued_ns >= 0 ? trace_clock_ns() : 0;
+    std::optional<std::string> error = run_record(record, poisoned_.load(std::memory_order_relaxed));
+    if (record.queued_ns >= 0 && record.kind == LaunchRecord::Kind::Kernel) {
+      add_trace_entry({record.kernel->name, record.op_name, record.site.file(), record.site.line(),
+                       stream_.device_index(), stream_.id(), record.queued_ns, start_ns, trace_clock_ns()});
+    }
+    if (error) {
+      std::lock_guard<std::mutex> lock(failure_mu_);
+      if (!failure_) {
+        failure_ = std::move(error);
+      }
+      poisoned_.store(true, std::memory_order_relaxed);
+    }
+  }
+
+  void report_failure() {
+    std::string message;
+    {
+      std::lock_guard<std::mutex> lock(failure_mu_);
+      if (!failure_) {
+        return;
+      }
+      message = std::move(*failure_);
+      failure_.reset();
+      poisoned_.store(false, std::memory_order_relaxed);
+    }
+    TORCH_CHECK(false, message);
+  }
+
   const c10::Stream stream_;
+  std::unique_ptr<LaunchRecord[]> ring_;
+
+  std::mutex producer_mu_;
+  uint64_t released_ = 0;  // positions before this are cleared (under producer_mu_)
+  std::thread worker_;
+
+  // Each on its own cache line: producers write tail_, the worker done_.
+  alignas(64) std::atomic<uint64_t> tail_{0};
+  alignas(64) std::atomic<uint64_t> done_{0};
+
+  alignas(64) std::mutex sleep_mu_;
+  std::condition_variable work_ready_;  // the worker sleeps on it
+  std::condition_variable progress_;    // hosts waiting for done_ sleep on it
+  std::atomic<bool> worker_asleep_{false};
+  std::atomic<int> host_sleepers_{0};
+
+  std::mutex failure_mu_;
+  std::optional<std::string> failure_;
+  std::atomic<bool> poisoned_{false};
 };
+
+namespace {
 
 // Queues live for the whole process: workers may still be draining while
 // static destructors run, so they are deliberately never destroyed.
@@ -217,19 +371,6 @@ bool read_launch_blocking() {
   return env != nullptr && std::strcmp(env, "1") == 0;
 }
 
-void enqueue(const c10::Stream& stream, LaunchRecord&& record) {
-  check_not_forked();
-  if (tracing()) {
-    record.queued_ns = trace_clock_ns();
-  }
-  if (launch_blocking()) {
-    std::optional<std::string> error = run_record(record, false);
-    TORCH_CHECK(!error, *error);
-    return;
-  }
-  queue_of(stream).push(std::move(record));
-}
-
 } // namespace
 
 bool launch_blocking() {
@@ -266,8 +407,64 @@ c10::Stream pooled_stream(c10::DeviceIndex device) {
   return c10::Stream(c10::Stream::UNSAFE, device_of(device), 1 + static_cast<c10::StreamId>(n % kPooledStreams));
 }
 
-void submit(c10::DeviceIndex device, LaunchRecord&& record) {
-  enqueue(current_stream(device), std::move(record));
+LaunchSlot::LaunchSlot(const c10::Stream& stream) {
+  check_not_forked();
+  if (launch_blocking()) {
+    thread_local LaunchRecord inline_record;
+    record_ = &inline_record;
+  } else {
+    queue_ = &queue_of(stream);
+    record_ = &queue_->claim();
+  }
+}
+
+void LaunchSlot::commit() {
+  committed_ = true;
+  if (tracing()) {
+    record_->queued_ns = trace_clock_ns();
+  }
+  if (queue_ != nullptr) {
+    queue_->publish();
+    return;
+  }
+  std::optional<std::string> error = run_record(*record_, false);
+  record_->clear();
+  TORCH_CHECK(!error, *error);
+}
+
+LaunchSlot::~LaunchSlot() {
+  if (committed_) {
+    return;
+  }
+  if (queue_ != nullptr) {
+    queue_->abandon(*record_);
+  } else {
+    record_->clear();
+  }
+}
+
+void drain_launches(c10::DeviceIndex device) {
+  if (on_worker_thread) {
+    return;  // a kernel allocating: its own queue cannot drain under it
+  }
+  for (auto& q : streams_of(device).queues) {
+    if (LaunchQueue* queue = q.load()) {
+      queue->drain();
+    }
+  }
+}
+
+double time_empty_launches(c10::DeviceIndex device, int64_t count) {
+  const c10::Stream stream = current_stream(device);
+  synchronize_stream(stream);
+  const auto start = Clock::now();
+  for (int64_t i = 0; i < count; ++i) {
+    LaunchSlot slot(stream);
+    slot.record().kind = LaunchRecord::Kind::Nothing;
+    slot.commit();
+  }
+  synchronize_stream(stream);
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 void synchronize_stream(const c10::Stream& stream) {
@@ -302,14 +499,15 @@ void record_event(void** event, const c10::Stream& stream) {
     *event = c10::make_intrusive<SimEvent>().release();
   }
   auto* e = static_cast<SimEvent*>(*event);
-  LaunchRecord record;
+  LaunchSlot slot(stream);
+  LaunchRecord& record = slot.record();
   record.kind = LaunchRecord::Kind::RecordEvent;
   record.event = c10::intrusive_ptr<SimEvent>::reclaim_copy(e);
   {
     std::lock_guard<std::mutex> lock(e->mu);
     record.event_version = ++e->recorded;
   }
-  enqueue(stream, std::move(record));
+  slot.commit();
 }
 
 void block_on_event(void* event, const c10::Stream& stream) {
@@ -317,14 +515,15 @@ void block_on_event(void* event, const c10::Stream& stream) {
   if (e == nullptr) {
     return;  // never recorded: nothing to wait for
   }
-  LaunchRecord record;
+  LaunchSlot slot(stream);
+  LaunchRecord& record = slot.record();
   record.kind = LaunchRecord::Kind::WaitEvent;
   record.event = c10::intrusive_ptr<SimEvent>::reclaim_copy(e);
   {
     std::lock_guard<std::mutex> lock(e->mu);
     record.event_version = e->recorded;
   }
-  enqueue(stream, std::move(record));
+  slot.commit();
 }
 
 bool query_event(void* event) {

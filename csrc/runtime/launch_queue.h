@@ -21,6 +21,8 @@ namespace simhpu {
 
 using KernelFn = void (*)(KernelArgs& args);
 
+class LaunchQueue;  // one stream's ring and worker (launch_queue.cpp)
+
 // A device kernel as the runtime knows it: a name and an entry point.
 struct KernelDef {
   const char* name;
@@ -43,10 +45,13 @@ struct SimEvent : c10::intrusive_ptr_target {
   }
 };
 
-// One queued item. For a kernel, `keep_alive` holds the storages of every
-// tensor argument so their memory cannot be freed, or reused, before it ran.
+// One slot of a stream's ring. A producer fills it in place and the worker
+// runs it there: launching allocates nothing once a slot's small vectors have
+// grown to fit. For a kernel, `keep_alive` holds the storages of every tensor
+// argument so their memory cannot be freed, or reused, before it ran; the
+// launching side clears finished slots (see LaunchQueue in launch_queue.cpp).
 struct LaunchRecord {
-  enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent };
+  enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent, Nothing };
   Kind kind = Kind::Kernel;
   const KernelDef* kernel = nullptr;
   const char* op_name = "";
@@ -56,9 +61,12 @@ struct LaunchRecord {
   uint64_t event_version = 0;
   LaunchSite site;  // where Python launched it, for error messages
   int64_t queued_ns = -1;  // set while tracing (see trace.h)
+
+  // Back to an empty kernel record, keeping the vectors' capacity.
+  void clear();
 };
 
-// How many records a stream's queue holds before a producer waits for room.
+// How many records a stream's ring holds before a producer waits for room.
 constexpr size_t kQueueCapacity = 4096;
 
 // The default stream and this many pooled streams per device.
@@ -79,8 +87,36 @@ c10::Stream default_stream(c10::DeviceIndex device);
 // A stream from the device's pool, handed out round-robin (as CUDA does).
 c10::Stream pooled_stream(c10::DeviceIndex device);
 
-// Queue `record` on the current stream of `device` (or run it now in blocking mode).
-void submit(c10::DeviceIndex device, LaunchRecord&& record);
+// A claimed slot on a stream's queue: fill record(), then commit() to hand it
+// to the stream's worker (in SIMHPU_LAUNCH_BLOCKING=1 mode commit() runs it at
+// once and raises its failure). Producers on one stream take turns, so keep the
+// time between claiming and committing short. Dropped uncommitted (an exception
+// while filling), the slot is cleared and nothing runs.
+class LaunchSlot {
+ public:
+  explicit LaunchSlot(const c10::Stream& stream);
+  explicit LaunchSlot(c10::DeviceIndex device) : LaunchSlot(current_stream(device)) {}
+  ~LaunchSlot();
+  LaunchSlot(const LaunchSlot&) = delete;
+  LaunchSlot& operator=(const LaunchSlot&) = delete;
+
+  LaunchRecord& record() { return *record_; }
+  void commit();
+
+ private:
+  LaunchQueue* queue_ = nullptr;  // null in blocking mode
+  LaunchRecord* record_ = nullptr;
+  bool committed_ = false;
+};
+
+// Waits for every stream of `device` and clears their finished slots, freeing
+// the memory launches kept alive (the allocator's last resort before it
+// reports out of memory). Kernel failures stay for the next synchronising call.
+void drain_launches(c10::DeviceIndex device);
+
+// Queue throughput of `count` records that run no kernel, pushed on the
+// current stream and drained (benchmarks/run.py); returns seconds.
+double time_empty_launches(c10::DeviceIndex device, int64_t count);
 
 // Wait until the stream (device: every stream) has run all queued work, then
 // raise the first kernel failure it saw.

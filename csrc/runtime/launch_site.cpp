@@ -12,19 +12,14 @@
 namespace simhpu {
 namespace {
 
-// File names by code object, kept for the process's lifetime so a record can
-// hold a plain pointer; one entry per distinct code object that launched work.
-const char* intern_file_of(PyCodeObject* code) {
-  static std::mutex mu;
-  static auto* names = new std::unordered_map<PyCodeObject*, std::string*>();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = names->find(code);
-  if (it == names->end()) {
-    const char* utf8 = PyUnicode_AsUTF8(code->co_filename);
-    it = names->emplace(code, new std::string(utf8 != nullptr ? utf8 : "?")).first;
-  }
-  return it->second->c_str();
-}
+// What the runtime remembers of a code object that launched work. The code
+// object itself is kept alive for the process's lifetime (one per distinct
+// launching function), so a record may hold a plain pointer to it and its
+// address is never reused by another code object.
+struct CodeInfo {
+  std::string file;
+  bool in_library = false;
+};
 
 // Folders of torch and torch_simhpu: frames there are the library, not the caller.
 const std::vector<std::string>& library_dirs() {
@@ -47,13 +42,40 @@ const std::vector<std::string>& library_dirs() {
   return dirs;
 }
 
-bool in_library(const char* file) {
+bool in_library(const std::string& file) {
   for (const auto& dir : library_dirs()) {
-    if (std::strncmp(file, dir.c_str(), dir.size()) == 0) {
+    if (file.compare(0, dir.size(), dir) == 0) {
       return true;
     }
   }
   return false;
+}
+
+std::mutex codes_mu;
+std::unordered_map<const void*, CodeInfo*>& codes() {
+  static auto* known = new std::unordered_map<const void*, CodeInfo*>();
+  return *known;
+}
+
+// Called with the GIL held. The last code object seen by this thread is
+// remembered, since a loop launches from the same place again and again.
+const CodeInfo& info_of(PyCodeObject* code) {
+  thread_local const void* last_code = nullptr;
+  thread_local const CodeInfo* last_info = nullptr;
+  if (code == last_code) {
+    return *last_info;
+  }
+  std::lock_guard<std::mutex> lock(codes_mu);
+  CodeInfo*& info = codes()[code];
+  if (info == nullptr) {
+    Py_INCREF(code);  // kept for good: see CodeInfo
+    const char* utf8 = PyUnicode_AsUTF8(code->co_filename);
+    info = new CodeInfo{utf8 != nullptr ? utf8 : "?", false};
+    info->in_library = in_library(info->file);
+  }
+  last_code = code;
+  last_info = info;
+  return *info;
 }
 
 // The innermost frame of the user's code (outside torch and torch_simhpu).
@@ -62,11 +84,12 @@ LaunchSite read_site() {
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
   while (frame != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-    site.file = intern_file_of(code);
-    site.line = PyFrame_GetLineNumber(frame);
+    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference; info_of keeps one for good
+    const bool library = info_of(code).in_library;
+    site.code = code;
+    site.instruction = PyFrame_GetLasti(frame);
     Py_DECREF(code);
-    if (!in_library(site.file)) {
+    if (!library) {
       break;
     }
     PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
@@ -78,6 +101,23 @@ LaunchSite read_site() {
 }
 
 } // namespace
+
+const char* LaunchSite::file() const {
+  if (code == nullptr) {
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(codes_mu);
+  return codes().at(code)->file.c_str();
+}
+
+// The line table is immutable and the code object lives for good, so this
+// needs no GIL (the worker threads format failure messages with it).
+int LaunchSite::line() const {
+  if (code == nullptr) {
+    return 0;
+  }
+  return PyCode_Addr2Line(const_cast<PyCodeObject*>(static_cast<const PyCodeObject*>(code)), instruction);
+}
 
 LaunchSite capture_launch_site() {
   if (!Py_IsInitialized()) {
