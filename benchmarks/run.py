@@ -1,116 +1,284 @@
-"""Measures torch_simhpu against PyTorch CPU in one run and prints the ratios.
+"""torch_simhpu against PyTorch CPU, measured in one run: one table, every target.
 
-    python benchmarks/run.py          (after scripts/setup_env.sh; uses the installed wheel)
+    python benchmarks/run.py              every row (about 4 minutes: two builds)
+    python benchmarks/run.py --no-build   without the build rows (under a minute)
 
-Each row: the PyTorch CPU figure, ours, and ours / PyTorch's (for times lower
-is better, for rates higher is better).
+Run it with the installed wheel (scripts/setup_env.sh), from any folder. Each row
+gives the PyTorch CPU figure, ours, ours / PyTorch's, the target and whether
+it is met. Times: lower is better; rates (GB/s, tasks/s): higher is better.
+Every figure is the best of several rounds, since this machine is shared.
 """
+import argparse
+import math
 import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 import torch_simhpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+ROUNDS = 5
 
 
-def per_call_seconds(fn, min_time=0.5):
-    """Seconds per call, after a warm-up, over at least min_time."""
-    for _ in range(100):
-        fn()
-    n, start = 0, time.perf_counter()
-    while True:
-        for _ in range(1000):
-            fn()
-        n += 1000
-        elapsed = time.perf_counter() - start
-        if elapsed > min_time:
-            return elapsed / n
+@dataclass
+class Row:
+    name: str
+    unit: str
+    reference: float  # PyTorch CPU; nan where PyTorch has no counterpart
+    ours: float
+    target: str = ""  # "ratio <= 1.0", "ratio >= 2.0", "value <= 5", "value >= 20"; "" for none
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.reference if self.reference == self.reference else math.nan
+
+    @property
+    def met(self) -> bool:
+        if not self.target:
+            return True
+        what, op, bound = self.target.split()
+        value = self.ratio if what == "ratio" else self.ours
+        return value <= float(bound) if op == "<=" else value >= float(bound)
+
+    def target_text(self) -> str:
+        if not self.target:
+            return "—"
+        what, op, bound = self.target.split()
+        suffix = "x" if what == "ratio" else f" {self.unit}"
+        return f"{op} {float(bound):g}{suffix}"
 
 
-def timed(fn, repeats):
-    """Seconds per call of fn after one warm-up call."""
+def best_seconds(fn, calls: int) -> float:
+    """Seconds per call: fn() makes `calls` calls; best of ROUNDS rounds after a warm-up."""
     fn()
-    start = time.perf_counter()
-    for _ in range(repeats):
+    best = math.inf
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
         fn()
-    return (time.perf_counter() - start) / repeats
+        best = min(best, time.perf_counter() - start)
+    return best / calls
 
 
-def torch_add_tiny_us():
+def best_pair(reference, ours, calls: int) -> tuple[float, float]:
+    """Both measured in alternating rounds, so machine load hits them alike."""
+    reference(), ours()
+    ref_best = ours_best = math.inf
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        reference()
+        ref_best = min(ref_best, time.perf_counter() - start)
+        start = time.perf_counter()
+        ours()
+        ours_best = min(ours_best, time.perf_counter() - start)
+    return ref_best / calls, ours_best / calls
+
+
+# ---------------------------------------------------------------- launch path
+
+def repeat(fn, a, b, n):
+    def loop():
+        for _ in range(n):
+            fn(a, b)
+    return loop
+
+
+def launch_rows() -> list[Row]:
+    n = 200_000
+    add = torch_simhpu.npu_add_custom
     a, b = torch.ones(1), torch.ones(1)
-    return per_call_seconds(lambda: torch.add(a, b)) * 1e6
+    da, db = a.simhpu(), b.simhpu()
+
+    def ours():
+        repeat(add, da, db, n)()
+        torch.simhpu.synchronize()
+
+    ref, mine = best_pair(repeat(torch.add, a, b, n), ours, n)
+    rows = [Row("launch of a 1-element op, async, no grad", "us", ref * 1e6, mine * 1e6, "ratio <= 1.0")]
+
+    ga, gb = a.clone().requires_grad_(), b.clone().requires_grad_()
+    gda, gdb = da.clone().requires_grad_(), db.clone().requires_grad_()
+
+    def ours_grad():
+        repeat(add, gda, gdb, n)()
+        torch.simhpu.synchronize()
+
+    ref, mine = best_pair(repeat(torch.add, ga, gb, n), ours_grad, n)
+    rows.append(Row("launch of a 1-element op, requires_grad", "us", ref * 1e6, mine * 1e6, "ratio <= 1.0"))
+
+    chain = 10_000
+
+    def reference_chain():
+        x = a
+        for _ in range(chain):
+            x = torch.add(x, b)
+
+    def ours_chain():
+        x = da
+        for _ in range(chain):
+            x = add(x, db)
+        torch.simhpu.synchronize()
+
+    ref, mine = best_pair(reference_chain, ours_chain, 1)
+    rows.append(Row("10,000 dependent tiny ops, then synchronize", "ms", ref * 1e3, mine * 1e3, "ratio <= 1.0"))
+
+    trips = 20_000
+
+    def round_trips():
+        for _ in range(trips):
+            add(da, db)
+            torch.simhpu.synchronize()
+
+    ref = best_seconds(repeat(torch.add, a, b, trips), trips)
+    rows.append(Row("launch + synchronize round trip, tiny op", "us", ref * 1e6,
+                    best_seconds(round_trips, trips) * 1e6, "value <= 5"))
+
+    tasks = 2_000_000
+    best = min(torch_simhpu._C._time_empty_launches(tasks) for _ in range(3))
+    rows.append(Row("queue throughput, records running no kernel", "Mtasks/s", math.nan, tasks / best / 1e6,
+                    "value >= 20"))
+    return rows
 
 
-def launch_host_time():
-    da, db = torch.ones(1).simhpu(), torch.ones(1).simhpu()
-    ours = per_call_seconds(lambda: torch_simhpu.npu_add_custom(da, db))
-    torch.simhpu.synchronize()
-    return "host time per launch, 1 element, async", torch_add_tiny_us(), ours * 1e6, "us"
-
-
-def launch_host_time_blocking():
-    """The same in SIMHPU_LAUNCH_BLOCKING=1 mode, in a child process (the mode is read at start)."""
+def launch_blocking_row() -> Row:
+    """The launch row in SIMHPU_LAUNCH_BLOCKING=1 mode, in a child (the mode is read at start)."""
     code = (
-        "import sys; sys.path.insert(0, %r)\n"
         "import run, torch, torch_simhpu\n"
-        "da, db = torch.ones(1).simhpu(), torch.ones(1).simhpu()\n"
-        "print(run.torch_add_tiny_us(), run.per_call_seconds(lambda: torch_simhpu.npu_add_custom(da, db)) * 1e6)\n"
-    ) % HERE
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        "a, b = torch.ones(1), torch.ones(1)\n"
+        "da, db = a.simhpu(), b.simhpu()\n"
+        "n = 100000\n"
+        "ref, ours = run.best_pair(run.repeat(torch.add, a, b, n), run.repeat(torch_simhpu.npu_add_custom, da, db, n), n)\n"
+        "print(ref * 1e6, ours * 1e6)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=HERE,
                          env=dict(os.environ, SIMHPU_LAUNCH_BLOCKING="1"))
     ref, ours = map(float, out.stdout.split())
-    return "host time per launch, 1 element, blocking", ref, ours, "us"
+    return Row("launch + run of a 1-element op, blocking mode", "us", ref, ours)
 
 
-def queue_throughput():
-    """Tiny kernels launched back to back and drained: tasks per second, launch and execution."""
-    n = 20000
-    a, b = torch.ones(1), torch.ones(1)
-    da, db = a.simhpu(), b.simhpu()
+# ---------------------------------------------------------------- kernels
 
-    def ours():
-        for _ in range(n):
-            torch_simhpu.npu_add_custom(da, db)
+def gigabytes_per_second(nbytes: int, seconds: float) -> float:
+    return nbytes / seconds / 1e9
+
+
+def synced(fn):
+    def call():
+        fn()
         torch.simhpu.synchronize()
-
-    def reference():
-        for _ in range(n):
-            torch.add(a, b)
-
-    return "queue throughput, tiny ops, launch + run", n / timed(reference, 3), n / timed(ours, 3), "ops/s"
+    return call
 
 
-def elementwise_bandwidth():
-    n = 16 * 1024 * 1024
+def add_rows() -> list[Row]:
+    n = 64 * 1024 * 1024
     a, b = torch.randn(n), torch.randn(n)
     da, db = a.simhpu(), b.simhpu()
+    out = torch.empty(n)
+    nbytes = 3 * n * 4
+    new_output = best_seconds(lambda: torch.add(a, b), 1)
+    into_out = best_seconds(lambda: torch.add(a, b, out=out), 1)
+    ours = best_seconds(synced(lambda: torch_simhpu.npu_add_custom(da, db)), 1)
+    ours_gb = gigabytes_per_second(nbytes, ours)
+    return [
+        Row("add, 64M float32, new output vs torch.add", "GB/s", gigabytes_per_second(nbytes, new_output), ours_gb,
+            "ratio >= 2.0"),
+        Row("add, 64M float32, new output vs torch.add(out=)", "GB/s", gigabytes_per_second(nbytes, into_out), ours_gb,
+            "ratio >= 0.9"),
+    ]
 
-    def ours():
-        torch_simhpu.npu_add_custom(da, db)
-        torch.simhpu.synchronize()
 
-    gigabytes = 3 * n * 4 / 1e9  # two reads and one write
-    ref = timed(lambda: torch.add(a, b), 10)
-    return "add, 16M float32, new output", gigabytes / ref, gigabytes / timed(ours, 10), "GB/s"
+def elementwise_rows() -> list[Row]:
+    """Kernels codegen wrote from `elementwise:` expressions, against ATen's own kernels."""
+    n = 16 * 1024 * 1024
+    rows = []
+    for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        x, y = torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype)
+        dx, dy = x.simhpu(), y.simhpu()
+        size = x.element_size()
+        ref, ours = best_pair(lambda: F.softplus(x, beta=2.0, threshold=20.0),
+                              synced(lambda: torch_simhpu.npu_softplus_beta(dx, 2.0, 20.0)), 1)
+        rows.append(Row(f"npu_softplus_beta vs F.softplus, 16M {name}", "GB/s",
+                        gigabytes_per_second(2 * n * size, ref), gigabytes_per_second(2 * n * size, ours),
+                        "ratio >= 1.0"))
+        ref, ours = best_pair(lambda: torch.lerp(x, y, 0.3),
+                              synced(lambda: torch_simhpu.npu_lerp_scalar(dx, dy, 0.3)), 1)
+        rows.append(Row(f"npu_lerp_scalar vs torch.lerp, 16M {name}", "GB/s",
+                        gigabytes_per_second(3 * n * size, ref), gigabytes_per_second(3 * n * size, ours),
+                        "ratio >= 1.0"))
+    return rows
 
 
-def codegen_time():
-    sys.path.insert(0, HERE)
+def reduction_rows() -> list[Row]:
+    rows_, cols = 4096, 4096  # 16M elements
+    x, gamma = torch.randn(rows_, cols), torch.randn(cols)
+    dx, dgamma = x.simhpu(), gamma.simhpu()
+    nbytes = rows_ * cols * 4
+    ref, ours = best_pair(lambda: torch.sum(x, [1]), synced(lambda: torch_simhpu.npu_sum_dims(dx, [1])), 1)
+    result = [Row("npu_sum_dims vs torch.sum, 16M f32, last dim", "GB/s", gigabytes_per_second(nbytes, ref),
+                  gigabytes_per_second(nbytes, ours), "ratio >= 0.9")]
+    ref, ours = best_pair(lambda: torch.sum(x, [0]), synced(lambda: torch_simhpu.npu_sum_dims(dx, [0])), 1)
+    result.append(Row("npu_sum_dims vs torch.sum, 16M f32, first dim", "GB/s", gigabytes_per_second(nbytes, ref),
+                      gigabytes_per_second(nbytes, ours), "ratio >= 0.9"))
+    ref, ours = best_pair(lambda: F.rms_norm(x, (cols,), gamma, 1e-6),
+                          synced(lambda: torch_simhpu.npu_rms_norm(dx, dgamma, 1e-6)), 1)
+    result.append(Row("npu_rms_norm vs F.rms_norm, 16M f32", "GB/s", gigabytes_per_second(2 * nbytes, ref),
+                      gigabytes_per_second(2 * nbytes, ours), "ratio >= 0.9"))
+    return result
+
+
+# ---------------------------------------------------------------- build and codegen
+
+def build_rows() -> list[Row]:
+    import build_times
+
+    tree = build_times.copy_tracked_files()
+    try:
+        clean, _ = build_times.build(tree)
+        build_times.edit_one_entry(tree)
+        rebuild, units = build_times.build(tree)
+    finally:
+        build_times.remove(tree)
+    return [
+        Row("clean python setup.py bdist_wheel", "s", math.nan, clean, "value <= 120"),
+        Row(f"rebuild after editing one YAML entry ({len(units)} TU)", "s", math.nan,
+            rebuild if len(units) == 1 else math.inf, "value <= 15"),
+    ]
+
+
+def codegen_row() -> Row:
     import codegen_scale
-    return f"codegen, synthetic {codegen_scale.N_OPS}-operator YAML", float("nan"), codegen_scale.measure(), "s"
+    return Row(f"codegen of a synthetic {codegen_scale.N_OPS}-operator YAML", "s", math.nan,
+               codegen_scale.measure(), "value <= 2")
+
+
+def print_table(rows: list[Row]) -> None:
+    header = f"| {'measure':50} | {'PyTorch CPU':>11} | {'simhpu':>9} | {'unit':8} | {'ratio':>6} | {'target':>12} | met |"
+    print(header)
+    print("|" + "|".join("-" * (len(part)) for part in header.split("|")[1:-1]) + "|")
+    for row in rows:
+        ref = "—" if row.reference != row.reference else f"{row.reference:.3g}"
+        ratio = "—" if row.ratio != row.ratio else f"{row.ratio:.2f}"
+        print(f"| {row.name:50} | {ref:>11} | {row.ours:9.3g} | {row.unit:8} | {ratio:>6} | "
+              f"{row.target_text():>12} | {('yes' if row.met else 'NO') if row.target else '—':3} |")
 
 
 def main():
-    rows = [launch_host_time(), launch_host_time_blocking(), queue_throughput(), elementwise_bandwidth(),
-            codegen_time()]
-    print(f"{'measure':45} {'PyTorch CPU':>12} {'simhpu':>12} {'simhpu/CPU':>11}")
-    for name, ref, ours, unit in rows:
-        ratio = ours / ref if ref == ref else float("nan")  # nan: no PyTorch counterpart
-        print(f"{name:45} {ref:12.3f} {ours:12.3f} {ratio:11.2f}  {unit}")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-build", action="store_true", help="skip the two build rows")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"CPU capability {torch.backends.cpu.get_cpu_capability()}", flush=True)
+    rows = launch_rows() + [launch_blocking_row()] + add_rows() + elementwise_rows() + reduction_rows()
+    rows.append(codegen_row())
+    if not args.no_build:
+        rows += build_rows()
+    print_table(rows)
 
 
 if __name__ == "__main__":

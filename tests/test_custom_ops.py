@@ -117,6 +117,25 @@ def test_sum_dims(dtype, dim, keepdim):
     torch.testing.assert_close(out.cpu(), ref, **tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", [
+    ((64, 4099), [1]),          # rows of a length that is no multiple of the vector width
+    ((1, 70001), [1]),          # one long row: split across threads
+    ((4099, 64), [0]),          # columns: the reduced rows split across threads
+    ((3, 2500, 2051), [1]),     # a middle dimension, more than one column block
+    ((5, 6, 7, 8), [1, 2]),     # two adjacent dimensions
+    ((5, 6, 7, 8), [0, 2]),     # dimensions that are not adjacent: the general walk
+])
+def test_sum_dims_large_and_awkward_shapes(dtype, shape, dim):
+    x = torch.randn(shape, dtype=dtype)
+    out = torch_simhpu.npu_sum_dims(dev(x)[0], dim)
+    ref = x.double().sum(dim)
+    # float32 accumulation over thousands of terms: compared in float64, with a
+    # bound a little above what summing in float32 can lose.
+    bound = dict(rtol=1e-5, atol=1e-3) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=1e-2)
+    torch.testing.assert_close(out.cpu().double(), ref.to(dtype).double(), **bound)
+
+
 def test_sum_dims_of_a_transposed_view():
     x = torch.randn(4, 6)
     torch.testing.assert_close(torch_simhpu.npu_sum_dims(dev(x)[0].t(), [1]).cpu(), x.t().sum(1))

@@ -300,3 +300,16 @@ def test_inputs_without_formula_must_not_require_grad_unless_non_differentiable(
                                            r"implemented; add it to derivatives.yaml"):
         torch_simhpu.npu_weighted_sum(x, [other])
     assert torch.autograd.gradcheck(lambda t: torch_simhpu.npu_weighted_sum(t, [], repeat=2), (x,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_generated_float_math_at_the_edges(dtype):
+    """exp and log1p on float are the runtime's own vectorised versions: they must
+    agree with PyTorch at infinities, NaN, zero, tiny and huge arguments too."""
+    edges = [float("-inf"), -1e30, -200.0, -104.0, -103.9, -87.5, -20.0, -1.0, -1e-7, -1e-30, -0.0, 0.0,
+             1e-30, 1e-7, 0.5, 1.0, 9.99, 10.0, 44.0, 88.0, 1e30, float("inf"), float("nan")]
+    x = torch.cat([torch.tensor(edges), torch.linspace(-120, 60, 100_003)]).to(dtype)
+    for beta, threshold in ((1.0, 20.0), (2.0, 1e9), (0.5, 100.0)):
+        out = torch_simhpu.npu_softplus_beta(x.simhpu(), beta, threshold).cpu()
+        ref = F.softplus(x, beta=beta, threshold=threshold)  # in dtype: overflow to inf alike
+        torch.testing.assert_close(out, ref, equal_nan=True)

@@ -176,3 +176,20 @@ def test_blocking_copy_to_pageable_memory_waits():
     out.copy_(device, non_blocking=True)  # pageable: there is no overlap to have, so it waits
     assert torch.simhpu.current_stream().query()
     torch.testing.assert_close(out, device.cpu())
+
+
+def test_memory_kept_by_finished_launches_is_reclaimed_before_out_of_memory(tmp_path):
+    """A launch record keeps its tensors' memory until the launching side clears
+    the finished slot; when the device is full the allocator clears them first."""
+    code = (
+        "import torch, torch_simhpu\n"
+        "for i in range(50):\n"
+        "    x = torch.ones(6 * MB // 4 * 4, device='simhpu')\n"  # 24 MiB
+        "    y = torch_simhpu.npu_add_custom(x, x)\n"            # 24 MiB more
+        "    del x, y\n"
+        "torch.simhpu.synchronize()\n"
+        "print(torch.simhpu.memory_allocated())\n"
+    ).replace("MB", str(1 << 20))
+    out = run_python(code, tmp_path, SIMHPU_MEMORY_LIMIT="64MiB")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"

@@ -5,8 +5,13 @@
 #include "runtime/kernel_arg.h"
 
 #include <ATen/Parallel.h>
+#include <c10/macros/Macros.h>
+#include <c10/util/BFloat16.h>
 
 #include <array>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace simhpu::kernels {
@@ -24,12 +29,59 @@ inline c10::SmallVector<int64_t, 6> broadcast_strides(const DeviceTensor& in, c1
 
 constexpr int64_t kElementwiseGrain = 32768;
 
+// For the lambdas handed to elementwise(): in a large translation unit the
+// compiler may otherwise leave them as calls, and a call stops vectorisation.
+#define SIMHPU_INLINE_LAMBDA __attribute__((always_inline))
+
 namespace detail {
 template <typename T, size_t N, typename Fn, size_t... K>
 inline T apply_at(Fn& fn, const std::array<const T*, N>& ptr, const std::array<int64_t, N>& off,
                   std::index_sequence<K...>) {
   return static_cast<T>(fn(ptr[K][off[K]]...));
 }
+
+// The result as T. bfloat16 rounds to nearest even as c10 does, but without a
+// branch for NaN, so loops that produce bfloat16 still vectorise.
+template <typename T, typename Acc>
+C10_ALWAYS_INLINE T result_as(Acc value) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    uint32_t bits;
+    const float f = static_cast<float>(value);
+    std::memcpy(&bits, &f, sizeof bits);
+    const uint32_t rounded = (bits + ((bits >> 16) & 1u) + 0x7fffu) >> 16;
+    return c10::BFloat16(static_cast<uint16_t>(f != f ? 0x7fc0u : rounded), c10::BFloat16::from_bits());
+  } else {
+    return static_cast<T>(value);
+  }
+}
+
+// The contiguous case, written so the compiler vectorises it: one index,
+// pointers in locals, `omp simd` (an in-place op, out == an input, is still
+// safe: each element is read before it is written, at the same index).
+template <typename T, size_t N, typename Fn, size_t... K>
+C10_ALWAYS_INLINE void contiguous_range(T* out, const std::array<const T*, N>& in, Fn& fn, int64_t begin,
+                                        int64_t end, std::index_sequence<K...>) {
+  const std::array<const T*, N> p = in;
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    out[i] = result_as<T>(fn(p[K][i]...));
+  }
+}
+
+// The same loop built for AVX2 and FMA: twice the vector width. The wheel
+// still runs on any x86-64; elementwise() picks this where the CPU has them.
+#if defined(__x86_64__)
+template <typename T, size_t N, typename Fn, size_t... K>
+__attribute__((target("avx2,fma"))) void contiguous_range_avx2(T* out, const std::array<const T*, N>& in, Fn& fn,
+                                                              int64_t begin, int64_t end, std::index_sequence<K...> seq) {
+  contiguous_range<T>(out, in, fn, begin, end, seq);
+}
+
+inline bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
 } // namespace detail
 
 // out[i] = fn(inputs[i]...) for every element, all operands of dtype T.
@@ -46,11 +98,12 @@ void elementwise(const DeviceTensor& out, Fn fn, const Inputs&... inputs) {
 
   if (out.is_contiguous() && ((inputs.is_contiguous() && inputs.numel() == n) && ...)) {
     at::parallel_for(0, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      std::array<int64_t, N> off{};
-      for (int64_t i = begin; i < end; ++i) {
-        off.fill(i);
-        o[i] = detail::apply_at<T>(fn, in_ptr, off, Seq{});
+#if defined(__x86_64__)
+      if (detail::cpu_has_avx2()) {
+        return detail::contiguous_range_avx2<T>(o, in_ptr, fn, begin, end, Seq{});
       }
+#endif
+      detail::contiguous_range<T>(o, in_ptr, fn, begin, end, Seq{});
     });
     return;
   }
