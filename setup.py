@@ -42,6 +42,71 @@ class BuildExtWithCodegen(BuildExtension):
             ext.sources = sorted(set(ext.sources) | set(_generated_sources()))
         super().run()
 
+    def build_extension(self, ext):
+        # torch's BuildExtension has replaced compiler.compile with its ninja
+        # driver by now; wrap it so every translation unit gets the
+        # precompiled torch headers, built first with the very same flags.
+        ninja_compile = self.compiler.compile
+
+        def compile_with_pch(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                             extra_preargs=None, extra_postargs=None, depends=None):
+            header = precompile_torch_headers(self.compiler, output_dir, macros, include_dirs, debug,
+                                              extra_preargs, extra_postargs, depends)
+            if header is not None:
+                use_pch = ["-include", header]
+                if isinstance(extra_postargs, dict):
+                    extra_postargs = {**extra_postargs, "cxx": extra_postargs["cxx"] + use_pch}
+                else:
+                    extra_postargs = list(extra_postargs) + use_pch
+            return ninja_compile(sources, output_dir, macros, include_dirs, debug, extra_preargs, extra_postargs,
+                                 depends)
+
+        self.compiler.compile = compile_with_pch
+        try:
+            super().build_extension(ext)
+        finally:
+            self.compiler.compile = ninja_compile
+
+
+PCH_SOURCE = os.path.join("csrc", "pch", "torch_headers.h")
+
+
+def precompile_torch_headers(compiler, output_dir, macros, include_dirs, debug, extra_preargs, extra_postargs,
+                             depends):
+    """Builds torch_headers.h.gch beside a copy of the header, with the flags torch's
+    ninja driver gives every source; returns the header to -include (None: no PCH)."""
+    import hashlib
+    import subprocess
+
+    import torch
+
+    _, _, postargs, pp_opts, _ = compiler._setup_compile(output_dir, macros, include_dirs, [], depends,
+                                                         extra_postargs)
+    post_cflags = postargs["cxx"] if isinstance(postargs, dict) else list(postargs)
+    cflags = compiler.compiler_so[1:] + compiler._get_cc_args(pp_opts, debug, extra_preargs)
+    if not any(flag.startswith("-std=") for flag in cflags + post_cflags):
+        post_cflags.append("-std=c++20")  # what torch's ninja writer adds to every source
+    pch_dir = os.path.join(os.path.abspath(output_dir), "pch")
+    header = os.path.join(pch_dir, "torch_headers.h")
+    # The compiler torch's ninja file names (it reads CXX the same way).
+    command = [os.environ.get("CXX", "c++"), *cflags, "-x", "c++-header", header, "-o", header + ".gch", *post_cflags]
+
+    text = open(os.path.join(ROOT, PCH_SOURCE)).read()
+    stamp = hashlib.sha256("\n".join([text, torch.__version__, *command]).encode()).hexdigest()
+    stamp_file = header + ".stamp"
+    if os.path.exists(header + ".gch") and os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
+        return header  # unchanged: keep its timestamp, so ninja recompiles nothing for it
+    os.makedirs(pch_dir, exist_ok=True)
+    with open(header, "w") as f:
+        f.write(text)
+    print("precompiling torch headers:", " ".join(command), flush=True)
+    if subprocess.run(command).returncode != 0:
+        print("warning: precompiled header failed; compiling without it", flush=True)
+        return None
+    with open(stamp_file, "w") as f:
+        f.write(stamp)
+    return header
+
 
 def _generated_sources():
     return glob.glob(os.path.join(GENERATED, "csrc", "**", "*.cpp"), recursive=True)
@@ -62,7 +127,8 @@ extension = CppExtension(
     # time (torch loads its libgomp.so.1 first; the soname matches).
     # -fno-trapping-math: lets the compiler turn `c ? a : b` on floats into
     # vector blends (nothing here reads floating-point exception flags).
-    extra_compile_args=["-O2", "-g0", "-fvisibility=hidden", "-fopenmp", "-fno-trapping-math"],
+    # -Winvalid-pch: say so if the precompiled torch headers cannot be used.
+    extra_compile_args=["-O2", "-g0", "-fvisibility=hidden", "-fopenmp", "-fno-trapping-math", "-Winvalid-pch"],
     extra_link_args=["-fopenmp"],
 )
 

@@ -45,9 +45,9 @@ void check_device(const char* op, const char* arg, at::TensorList list, const at
   }
 }
 
-c10::ScalarType promote_types(std::initializer_list<at::Tensor> tensors) {
+c10::ScalarType promote_types(TensorRefs tensors) {
   at::native::ResultTypeState state = {};
-  for (const auto& t : tensors) {
+  for (const at::Tensor& t : tensors) {
     state = at::native::update_result_type_state(t, state);
   }
   return at::native::result_type(state);
@@ -164,30 +164,52 @@ void check_no_requires_grad(const char* op, const char* arg, at::TensorList list
 }
 
 Shape same_shape(const at::Tensor& t) {
-  return t.sizes().vec();
+  return as_shape(t.sizes());
 }
 
-Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args,
-                       std::initializer_list<at::Tensor> tensors) {
-  Shape shape;
-  std::string shaped_by;  // the arguments that gave `shape`, for the error
-  auto name = args.begin();
-  for (const auto& t : tensors) {
-    const c10::IntArrayRef sizes = t.sizes();
-    const size_t ndim = std::max(shape.size(), sizes.size());
-    Shape next(ndim);
-    for (size_t i = 0; i < ndim; ++i) {  // right-aligned, as in NumPy
-      const size_t pad_a = ndim - shape.size();
-      const size_t pad_b = ndim - sizes.size();
-      const int64_t a = i < pad_a ? 1 : shape[i - pad_a];
-      const int64_t b = i < pad_b ? 1 : sizes[i - pad_b];
-      TORCH_CHECK_VALUE(a == b || a == 1 || b == 1, op, ": cannot broadcast argument '", *name,
-                        "' of shape ", sizes, " with ", shaped_by, " of shape ", c10::IntArrayRef(shape));
-      next[i] = a == 1 ? b : a;
+namespace {
+
+// Broadcasts `shape` with `sizes` in place (right-aligned, as in NumPy); false if they do not fit.
+bool broadcast_into(Shape& shape, c10::IntArrayRef sizes) {
+  if (sizes.size() > shape.size()) {
+    shape.insert(shape.begin(), sizes.size() - shape.size(), 1);
+  }
+  const size_t pad = shape.size() - sizes.size();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    int64_t& a = shape[pad + i];
+    const int64_t b = sizes[i];
+    if (a == b || b == 1) {
+      continue;
     }
-    shape = std::move(next);
-    shaped_by += (shaped_by.empty() ? "'" : ", '") + std::string(*name) + "'";
-    ++name;
+    if (a != 1) {
+      return false;
+    }
+    a = b;
+  }
+  return true;
+}
+
+} // namespace
+
+Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args, TensorRefs tensors) {
+  Shape shape;
+  for (const at::Tensor& t : tensors) {
+    if (broadcast_into(shape, t.sizes())) {
+      continue;
+    }
+    // The error names the argument and those it failed to broadcast with.
+    std::string shaped_by;
+    Shape before;
+    auto name = args.begin();
+    for (const at::Tensor& u : tensors) {
+      if (&u == &t) {
+        TORCH_CHECK_VALUE(false, op, ": cannot broadcast argument '", *name, "' of shape ", t.sizes(), " with ",
+                          shaped_by, " of shape ", c10::IntArrayRef(before));
+      }
+      broadcast_into(before, u.sizes());
+      shaped_by += (shaped_by.empty() ? "'" : ", '") + std::string(*name) + "'";
+      ++name;
+    }
   }
   return shape;
 }
@@ -197,7 +219,7 @@ Shape index_shape(const char* op, const char* self_arg, const at::Tensor& self, 
   const int64_t ndim = std::max<int64_t>(self.dim(), 1);
   TORCH_CHECK_INDEX(dim >= -ndim && dim < ndim, op, ": dimension ", dim, " is out of range for argument '",
                     self_arg, "' with ", self.dim(), " dimension(s)");
-  Shape shape = self.sizes().vec();
+  Shape shape = as_shape(self.sizes());
   if (!shape.empty()) {
     shape[c10::maybe_wrap_dim(dim, self.dim())] = index.numel();
   } else {

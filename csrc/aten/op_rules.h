@@ -3,14 +3,19 @@
 // the operator's name so every error says which op and which argument failed.
 // torch_simhpu/_rules.py holds the same rules for fake kernels; keep them in step.
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <vector>
 
 namespace simhpu::rules {
 
-using Shape = std::vector<int64_t>;
+// Output shapes: small, and built on every launch, so kept off the heap.
+using Shape = c10::SmallVector<int64_t, 6>;
+// Tensors named in a rule, by reference (no reference-count traffic per call).
+using TensorRefs = std::initializer_list<std::reference_wrapper<const at::Tensor>>;
 
 // `t` is defined and lives on simhpu, on the same device as `first`.
 void check_device(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& first);
@@ -27,7 +32,7 @@ void check_same_dtype(const char* op, const char* arg, const at::Tensor& t,
                       const char* ref_arg, const at::Tensor& ref);
 
 // The dtype PyTorch's type promotion gives `tensors` (as for a binary op).
-c10::ScalarType promote_types(std::initializer_list<at::Tensor> tensors);
+c10::ScalarType promote_types(TensorRefs tensors);
 
 // `dtype`, which `args` promote to, is one of `allowed`.
 void check_compute_dtype(const char* op, std::initializer_list<const char*> args, c10::ScalarType dtype,
@@ -64,11 +69,10 @@ void check_no_requires_grad(const char* op, const char* arg, at::TensorList list
 
 // Output shapes.
 Shape same_shape(const at::Tensor& t);
-inline Shape as_shape(c10::IntArrayRef sizes) { return sizes.vec(); }
-inline Shape as_shape(c10::SymIntArrayRef sizes) { return C10_AS_INTARRAYREF_SLOW(sizes).vec(); }
+inline Shape as_shape(c10::IntArrayRef sizes) { return Shape(sizes.begin(), sizes.end()); }
+inline Shape as_shape(c10::SymIntArrayRef sizes) { return as_shape(C10_AS_INTARRAYREF_SLOW(sizes)); }
 inline Shape as_shape(std::initializer_list<int64_t> sizes) { return Shape(sizes); }
-Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args,
-                       std::initializer_list<at::Tensor> tensors);
+Shape broadcast_shapes(const char* op, std::initializer_list<const char*> args, TensorRefs tensors);
 // `self`'s shape with dimension `dim` as long as `index` (index_select).
 Shape index_shape(const char* op, const char* self_arg, const at::Tensor& self, int64_t dim,
                   const char* index_arg, const at::Tensor& index);

@@ -1,4 +1,5 @@
-// Diagnostic kernels for tests: one that always fails, to show how an
+// Diagnostic kernels for tests and benchmarks: one that does nothing (to
+// measure the launch queue itself), one that always fails, to show how an
 // asynchronous failure travels to the next synchronising call (like a
 // device-side assert), and one that takes a set time, to show streams
 // overlapping and events timing them.
@@ -8,6 +9,9 @@
 #include <thread>
 
 namespace simhpu::kernels {
+
+void empty_kernel() {}
+SIMHPU_KERNEL(empty_kernel);
 
 void fail_on_device(const DeviceTensor& t) {
   TORCH_CHECK(false, "device-side check failed on a tensor of ", t.numel(), " elements");

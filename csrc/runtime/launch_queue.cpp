@@ -1,11 +1,17 @@
 #include "runtime/launch_queue.h"
 
 #include "runtime/device.h"
+#include "runtime/kernel_registry.h"
 #include "runtime/trace.h"
 
 #include <c10/util/Exception.h>
 
 #include <pthread.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <array>
 #include <atomic>
@@ -39,19 +45,63 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls `ready` for up to `budget`; true if it became true.
+// An asymmetric fence for the sleep/wake hand-off. Each side stores (a new
+// tail, or "I am going to sleep") and then loads what the other stored; some
+// fence between the two must keep either from missing the other. A full fence
+// on every launch stalls the launching thread until the worker's core gives up
+// the cache line, so launches get only a compiler barrier and the side about
+// to sleep (rare: after kWorkerSpin idle) pays with membarrier(2), which runs
+// a full fence on every thread of the process. Without membarrier, both sides
+// use full fences.
+bool have_membarrier() {
+  static const bool available = [] {
+#if defined(__linux__) && defined(SYS_membarrier)
+    const long commands = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    return commands >= 0 && (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
+#else
+    return false;
+#endif
+  }();
+  return available;
+}
+
+inline void light_fence() {
+  if (have_membarrier()) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
+
+void heavy_fence() {
+#if defined(__linux__) && defined(SYS_membarrier)
+  if (have_membarrier() && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0) {
+    return;
+  }
+#endif
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// Polls `ready` for up to `budget`; true if it became true. The gap between
+// polls grows to about a microsecond: each poll pulls the cache line the other
+// thread is writing, and a poller that never lets go slows that thread down.
 template <typename Ready>
 bool spin_until(const Ready& ready, std::chrono::microseconds budget) {
   if (ready()) {
     return true;
   }
   const auto deadline = Clock::now() + budget;
+  int gap = 1;
   for (;;) {
-    for (int i = 0; i < 32; ++i) {
-      cpu_relax();
+    for (int i = 0; i < 8; ++i) {
+      for (int k = 0; k < gap; ++k) {
+        cpu_relax();
+      }
       if (ready()) {
         return true;
       }
+      gap = std::min(gap * 2, 32);
     }
     if (Clock::now() >= deadline) {
       return false;
@@ -80,8 +130,6 @@ std::optional<std::string> run_record(LaunchRecord& record, bool poisoned) {
     }
     case LaunchRecord::Kind::WaitEvent:
       record.event->wait_for(record.event_version);
-      return std::nullopt;
-    case LaunchRecord::Kind::Nothing:
       return std::nullopt;
     case LaunchRecord::Kind::Kernel:
       break;
@@ -152,7 +200,9 @@ class LaunchQueue {
       worker_ = std::thread([this] { work(); });
     }
     const uint64_t position = tail_.load(std::memory_order_relaxed);
-    release_finished_locked();
+    if (holding_ > 0) {
+      release_finished_locked();
+    }
     if (position - released_ == kQueueCapacity) {
       GilRelease no_gil;
       wait_until_done(position - kQueueCapacity + 1);
@@ -161,11 +211,15 @@ class LaunchQueue {
     return ring_[position % kQueueCapacity];
   }
 
-  void publish() {
-    tail_.store(tail_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
-    // seq_cst on both sides: either the worker sees the new tail before it
-    // sleeps, or this sees it asleep and wakes it.
-    if (worker_asleep_.load(std::memory_order_seq_cst)) {
+  void publish(const LaunchRecord& record) {
+    if (!record.keep_alive.empty() || record.event) {
+      ++holding_;
+    }
+    tail_.store(tail_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    // Either the worker sees the new tail before it sleeps, or this sees it
+    // asleep and wakes it (see light_fence).
+    light_fence();
+    if (worker_asleep_.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> lock(sleep_mu_);
       work_ready_.notify_one();
     }
@@ -217,28 +271,34 @@ class LaunchQueue {
   void release_finished_locked() {
     const uint64_t done = done_.load(std::memory_order_acquire);
     for (; released_ < done; ++released_) {
-      ring_[released_ % kQueueCapacity].clear();
+      LaunchRecord& record = ring_[released_ % kQueueCapacity];
+      if (!record.keep_alive.empty() || record.event) {
+        --holding_;
+      }
+      record.clear();
     }
   }
 
   // Waits (polling, then asleep) until the worker has finished position `target - 1`.
   void wait_until_done(uint64_t target) {
-    const auto reached = [&] { return done_.load(std::memory_order_seq_cst) >= target; };
+    const auto reached = [&] { return done_.load(std::memory_order_acquire) >= target; };
     if (spin_until(reached, kHostSpin)) {
       return;
     }
     std::unique_lock<std::mutex> lock(sleep_mu_);
-    host_sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    host_sleepers_.fetch_add(1, std::memory_order_relaxed);
+    heavy_fence();
     progress_.wait(lock, reached);
     host_sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   // The worker's side: returns the new tail once there is work past `head`.
   uint64_t wait_for_work(uint64_t head) {
-    const auto has_work = [&] { return tail_.load(std::memory_order_seq_cst) != head; };
+    const auto has_work = [&] { return tail_.load(std::memory_order_acquire) != head; };
     if (!spin_until(has_work, kWorkerSpin)) {
       std::unique_lock<std::mutex> lock(sleep_mu_);
-      worker_asleep_.store(true, std::memory_order_seq_cst);
+      worker_asleep_.store(true, std::memory_order_relaxed);
+      heavy_fence();
       work_ready_.wait(lock, has_work);
       worker_asleep_.store(false, std::memory_order_relaxed);
     }
@@ -255,10 +315,11 @@ class LaunchQueue {
       }
       for (; head < available; ++head) {
         run(ring_[head % kQueueCapacity]);
-        // seq_cst, paired with wait_until_done: a host going to sleep either
-        // sees this progress or is counted in host_sleepers_ and woken.
-        done_.store(head + 1, std::memory_order_seq_cst);
-        if (host_sleepers_.load(std::memory_order_seq_cst) > 0) {
+        // A host going to sleep either sees this progress or is counted in
+        // host_sleepers_ and woken (see light_fence).
+        done_.store(head + 1, std::memory_order_release);
+        light_fence();
+        if (host_sleepers_.load(std::memory_order_relaxed) > 0) {
           std::lock_guard<std::mutex> lock(sleep_mu_);
           progress_.notify_all();
         }
@@ -296,14 +357,20 @@ class LaunchQueue {
     TORCH_CHECK(false, message);
   }
 
+  // Read-only after construction.
   const c10::Stream stream_;
-  std::unique_ptr<LaunchRecord[]> ring_;
+  const std::unique_ptr<LaunchRecord[]> ring_;
 
-  std::mutex producer_mu_;
+  // Each group on cache lines of its own, so one side's writes do not evict
+  // what the other side reads: producers own the first group and tail_, the
+  // worker owns done_; the sleep state is read by both but rarely written.
+  alignas(64) std::mutex producer_mu_;
   uint64_t released_ = 0;  // positions before this are cleared (under producer_mu_)
+  // Published slots not yet cleared that keep storages or an event alive: only
+  // while there are some is it worth asking the worker how far it got.
+  uint64_t holding_ = 0;
   std::thread worker_;
 
-  // Each on its own cache line: producers write tail_, the worker done_.
   alignas(64) std::atomic<uint64_t> tail_{0};
   alignas(64) std::atomic<uint64_t> done_{0};
 
@@ -313,7 +380,7 @@ class LaunchQueue {
   std::atomic<bool> worker_asleep_{false};
   std::atomic<int> host_sleepers_{0};
 
-  std::mutex failure_mu_;
+  alignas(64) std::mutex failure_mu_;
   std::optional<std::string> failure_;
   std::atomic<bool> poisoned_{false};
 };
@@ -424,7 +491,7 @@ void LaunchSlot::commit() {
     record_->queued_ns = trace_clock_ns();
   }
   if (queue_ != nullptr) {
-    queue_->publish();
+    queue_->publish(*record_);
     return;
   }
   std::optional<std::string> error = run_record(*record_, false);
@@ -455,12 +522,14 @@ void drain_launches(c10::DeviceIndex device) {
 }
 
 double time_empty_launches(c10::DeviceIndex device, int64_t count) {
+  const KernelDef& empty = find_kernel("empty_kernel");
   const c10::Stream stream = current_stream(device);
   synchronize_stream(stream);
   const auto start = Clock::now();
   for (int64_t i = 0; i < count; ++i) {
     LaunchSlot slot(stream);
-    slot.record().kind = LaunchRecord::Kind::Nothing;
+    slot.record().kernel = &empty;
+    slot.record().op_name = "time_empty_launches";
     slot.commit();
   }
   synchronize_stream(stream);

@@ -50,17 +50,19 @@ struct SimEvent : c10::intrusive_ptr_target {
 // grown to fit. For a kernel, `keep_alive` holds the storages of every tensor
 // argument so their memory cannot be freed, or reused, before it ran; the
 // launching side clears finished slots (see LaunchQueue in launch_queue.cpp).
-struct LaunchRecord {
-  enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent, Nothing };
+struct alignas(64) LaunchRecord {
+  enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent };
+  // What every launch reads and writes comes first, on as few cache lines as
+  // possible: a slot moves between the launching core and the worker's.
   Kind kind = Kind::Kernel;
   const KernelDef* kernel = nullptr;
   const char* op_name = "";
-  KernelArgs args;
-  c10::SmallVector<c10::Storage, 4> keep_alive;
+  int64_t queued_ns = -1;  // set while tracing (see trace.h)
+  c10::SmallVector<c10::Storage, 2> keep_alive;
+  LaunchSite site;  // where Python launched it, for error messages
   c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
   uint64_t event_version = 0;
-  LaunchSite site;  // where Python launched it, for error messages
-  int64_t queued_ns = -1;  // set while tracing (see trace.h)
+  KernelArgs args;
 
   // Back to an empty kernel record, keeping the vectors' capacity.
   void clear();
@@ -114,8 +116,9 @@ class LaunchSlot {
 // reports out of memory). Kernel failures stay for the next synchronising call.
 void drain_launches(c10::DeviceIndex device);
 
-// Queue throughput of `count` records that run no kernel, pushed on the
-// current stream and drained (benchmarks/run.py); returns seconds.
+// Queue throughput: seconds to push `count` launches of a kernel that does
+// nothing and takes no arguments on the current stream, and drain them
+// (benchmarks/run.py). Launches from C++, so no Python or dispatcher cost.
 double time_empty_launches(c10::DeviceIndex device, int64_t count);
 
 // Wait until the stream (device: every stream) has run all queued work, then
