@@ -176,7 +176,7 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
 
 at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   resize_(dst, self.sym_sizes(), std::nullopt);
-  return _copy_from(self, dst, false);
+  return simhpu::_copy_from(self, dst, false);  // qualified: at::_copy_from is a candidate too (ADL)
 }
 
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
