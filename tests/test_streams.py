@@ -194,7 +194,7 @@ def test_more_launches_than_the_queue_holds():
     with torch.simhpu.stream(s):
         acc = torch.zeros(8, device="simhpu")
         one = torch.ones(8, device="simhpu")
-        for _ in range(5000):  # more than the queue's 4096 records
+        for _ in range(5000):  # more than the queue's 1024 records
             acc = torch_simhpu.npu_add_custom(acc, one)
     s.synchronize()
     torch.testing.assert_close(acc.cpu(), torch.full((8,), 5000.0))

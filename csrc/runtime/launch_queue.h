@@ -68,8 +68,9 @@ struct alignas(64) LaunchRecord {
   void clear();
 };
 
-// How many records a stream's ring holds before a producer waits for room.
-constexpr size_t kQueueCapacity = 4096;
+// How many records a stream's ring holds before a producer waits for room:
+// about as deep as CUDA's own launch queue (a slot is about 1 KiB).
+constexpr size_t kQueueCapacity = 1024;
 
 // The default stream and this many pooled streams per device.
 constexpr int kPooledStreams = 4;
