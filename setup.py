@@ -128,7 +128,9 @@ extension = CppExtension(
     # -fno-trapping-math: lets the compiler turn `c ? a : b` on floats into
     # vector blends (nothing here reads floating-point exception flags).
     # -Winvalid-pch: say so if the precompiled torch headers cannot be used.
-    extra_compile_args=["-O2", "-g0", "-fvisibility=hidden", "-fopenmp", "-fno-trapping-math", "-Winvalid-pch"],
+    # -Wno-sign-compare: Python's flags turn it on, and torch's own headers trip it in every file.
+    extra_compile_args=["-O2", "-g0", "-fvisibility=hidden", "-fopenmp", "-fno-trapping-math", "-Winvalid-pch",
+                        "-Wno-sign-compare"],
     extra_link_args=["-fopenmp"],
 )
 

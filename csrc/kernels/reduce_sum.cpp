@@ -2,6 +2,7 @@
 // The common case, a contiguous input whose reduced dimensions are adjacent,
 // is seen as [outer, reduced, inner] and summed in parallel with vector
 // loops; anything else takes a general walk over the input.
+#include "kernels/elementwise.h"  // detail::cpu_has_avx2
 #include "kernels/kernel_api.h"
 
 #include <ATen/Parallel.h>
@@ -18,7 +19,7 @@ constexpr int64_t kGrain = 32768;  // elements per parallel task, at least
 // Sum of in[0, n). kLanes independent partial sums: the compiler keeps them
 // in several vector registers, so the adds do not wait on each other.
 template <typename scalar_t, typename acc_t>
-acc_t sum_run(const scalar_t* in, int64_t n) {
+C10_ALWAYS_INLINE acc_t sum_run(const scalar_t* in, int64_t n) {
   constexpr int64_t kLanes = 32;
   acc_t part[kLanes] = {};
   int64_t i = 0;
@@ -38,19 +39,37 @@ acc_t sum_run(const scalar_t* in, int64_t n) {
   return total;
 }
 
+#if defined(__x86_64__)
+// The same, built for AVX2 (see elementwise.h's contiguous_range_avx2).
+template <typename scalar_t, typename acc_t>
+__attribute__((target("avx2,fma"))) acc_t sum_run_avx2(const scalar_t* in, int64_t n) {
+  return sum_run<scalar_t, acc_t>(in, n);
+}
+#endif
+
+template <typename scalar_t, typename acc_t>
+acc_t sum_contiguous(const scalar_t* in, int64_t n) {
+#if defined(__x86_64__)
+  if (detail::cpu_has_avx2()) {
+    return sum_run_avx2<scalar_t, acc_t>(in, n);
+  }
+#endif
+  return sum_run<scalar_t, acc_t>(in, n);
+}
+
 // out[o] = sum over r of in[o, r] (the reduced elements are adjacent).
 template <typename scalar_t, typename acc_t>
 void sum_inner(const scalar_t* in, scalar_t* out, int64_t outer, int64_t reduced) {
   if (outer == 1) {
     out[0] = static_cast<scalar_t>(at::parallel_reduce(
         0, reduced, kGrain, acc_t(0),
-        [&](int64_t begin, int64_t end, acc_t) { return sum_run<scalar_t, acc_t>(in + begin, end - begin); },
+        [&](int64_t begin, int64_t end, acc_t) { return sum_contiguous<scalar_t, acc_t>(in + begin, end - begin); },
         std::plus<acc_t>()));
     return;
   }
   at::parallel_for(0, outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(reduced, 1)), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
-      out[o] = static_cast<scalar_t>(sum_run<scalar_t, acc_t>(in + o * reduced, reduced));
+      out[o] = static_cast<scalar_t>(sum_contiguous<scalar_t, acc_t>(in + o * reduced, reduced));
     }
   });
 }
