@@ -1,6 +1,8 @@
 #include "aten/op_rules.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/native/TypeProperties.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/Exception.h>
 
@@ -161,6 +163,12 @@ void check_no_requires_grad(const char* op, const char* arg, at::TensorList list
   for (const auto& t : list) {
     check_no_requires_grad(op, arg, t);
   }
+}
+
+at::Tensor new_output(c10::IntArrayRef size, c10::ScalarType dtype) {
+  static c10::Allocator* const allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+  return at::detail::empty_generic(size, allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
+                                   std::nullopt);
 }
 
 Shape same_shape(const at::Tensor& t) {

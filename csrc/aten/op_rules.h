@@ -67,6 +67,11 @@ void check_no_requires_grad(const char* op, const char* arg, const at::Tensor& t
 void check_no_requires_grad(const char* op, const char* arg, const std::optional<at::Tensor>& t);
 void check_no_requires_grad(const char* op, const char* arg, at::TensorList list);
 
+// A new output on the current device (the adapter's DeviceGuard chose it),
+// straight from the device allocator: an adapter allocating through at::empty
+// would pay for two more trips through the dispatcher on every launch.
+at::Tensor new_output(c10::IntArrayRef size, c10::ScalarType dtype);
+
 // Output shapes.
 Shape same_shape(const at::Tensor& t);
 inline Shape as_shape(c10::IntArrayRef sizes) { return Shape(sizes.begin(), sizes.end()); }
