@@ -165,7 +165,7 @@ void run_npu_add_custom(const at::Tensor & x, const at::Tensor & y, c10::ScalarT
 at::Tensor npu_add_custom(const at::Tensor & x, const at::Tensor & y) {
   const c10::ScalarType dtype = check_npu_add_custom(x, y);
   const c10::DeviceGuard guard(x.device());
-  at::Tensor out = at::empty(rules::broadcast_shapes(kOpName, {"x", "y"}, {x, y}), x.options().dtype(x.scalar_type()));
+  at::Tensor out = rules::new_output(rules::broadcast_shapes(kOpName, {"x", "y"}, {x, y}), x.scalar_type());
   run_npu_add_custom(x, y, dtype, out);
   return out;
 }'''
