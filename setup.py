@@ -3,9 +3,12 @@
     python setup.py bdist_wheel      # dist/torch_simhpu-*.whl
 """
 import glob
+import hashlib
 import os
 import shutil
+import subprocess
 
+import torch
 from setuptools import setup
 from setuptools.command.build_py import build_py
 from torch.utils.cpp_extension import BuildExtension, CppExtension
@@ -75,11 +78,6 @@ def precompile_torch_headers(compiler, output_dir, macros, include_dirs, debug, 
                              depends):
     """Builds torch_headers.h.gch beside a copy of the header, with the flags torch's
     ninja driver gives every source; returns the header to -include (None: no PCH)."""
-    import hashlib
-    import subprocess
-
-    import torch
-
     _, _, postargs, pp_opts, _ = compiler._setup_compile(output_dir, macros, include_dirs, [], depends,
                                                          extra_postargs)
     post_cflags = postargs["cxx"] if isinstance(postargs, dict) else list(postargs)

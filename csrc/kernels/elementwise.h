@@ -2,6 +2,7 @@
 // One loop for every elementwise kernel: inputs are broadcast to the output's
 // shape; contiguous operands take a flat, parallel fast path, anything else a
 // strided walk over the output's dimensions.
+#include "kernels/cpu_features.h"
 #include "runtime/kernel_arg.h"
 
 #include <ATen/Parallel.h>
@@ -76,11 +77,6 @@ __attribute__((target("avx2,fma"))) void contiguous_range_avx2(T* out, const std
                                                               int64_t begin, int64_t end, std::index_sequence<K...> seq) {
   contiguous_range<T>(out, in, fn, begin, end, seq);
 }
-
-inline bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
 #endif
 } // namespace detail
 
@@ -99,7 +95,7 @@ void elementwise(const DeviceTensor& out, Fn fn, const Inputs&... inputs) {
   if (out.is_contiguous() && ((inputs.is_contiguous() && inputs.numel() == n) && ...)) {
     at::parallel_for(0, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
-      if (detail::cpu_has_avx2()) {
+      if (cpu_has_avx2()) {
         return detail::contiguous_range_avx2<T>(o, in_ptr, fn, begin, end, Seq{});
       }
 #endif

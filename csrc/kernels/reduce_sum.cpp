@@ -2,7 +2,7 @@
 // The common case, a contiguous input whose reduced dimensions are adjacent,
 // is seen as [outer, reduced, inner] and summed in parallel with vector
 // loops; anything else takes a general walk over the input.
-#include "kernels/elementwise.h"  // detail::cpu_has_avx2
+#include "kernels/cpu_features.h"
 #include "kernels/kernel_api.h"
 
 #include <ATen/Parallel.h>
@@ -40,7 +40,7 @@ C10_ALWAYS_INLINE acc_t sum_run(const scalar_t* in, int64_t n) {
 }
 
 #if defined(__x86_64__)
-// The same, built for AVX2 (see elementwise.h's contiguous_range_avx2).
+// The same, built for AVX2 (see cpu_features.h).
 template <typename scalar_t, typename acc_t>
 __attribute__((target("avx2,fma"))) acc_t sum_run_avx2(const scalar_t* in, int64_t n) {
   return sum_run<scalar_t, acc_t>(in, n);
@@ -50,7 +50,7 @@ __attribute__((target("avx2,fma"))) acc_t sum_run_avx2(const scalar_t* in, int64
 template <typename scalar_t, typename acc_t>
 acc_t sum_contiguous(const scalar_t* in, int64_t n) {
 #if defined(__x86_64__)
-  if (detail::cpu_has_avx2()) {
+  if (cpu_has_avx2()) {
     return sum_run_avx2<scalar_t, acc_t>(in, n);
   }
 #endif

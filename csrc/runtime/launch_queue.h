@@ -58,7 +58,7 @@ struct alignas(64) LaunchRecord {
   const KernelDef* kernel = nullptr;
   const char* op_name = "";
   int64_t queued_ns = -1;  // set while tracing (see trace.h)
-  c10::SmallVector<c10::Storage, 2> keep_alive;
+  c10::SmallVector<c10::Storage, 4> keep_alive;
   LaunchSite site;  // where Python launched it, for error messages
   c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
   uint64_t event_version = 0;
@@ -66,6 +66,8 @@ struct alignas(64) LaunchRecord {
 
   // Back to an empty kernel record, keeping the vectors' capacity.
   void clear();
+  // True while the slot keeps storages or an event alive.
+  bool holds_references() const { return !keep_alive.empty() || event; }
 };
 
 // How many records a stream's ring holds before a producer waits for room:
@@ -116,11 +118,6 @@ class LaunchSlot {
 // the memory launches kept alive (the allocator's last resort before it
 // reports out of memory). Kernel failures stay for the next synchronising call.
 void drain_launches(c10::DeviceIndex device);
-
-// Queue throughput: seconds to push `count` launches of a kernel that does
-// nothing and takes no arguments on the current stream, and drain them
-// (benchmarks/run.py). Launches from C++, so no Python or dispatcher cost.
-double time_empty_launches(c10::DeviceIndex device, int64_t count);
 
 // Wait until the stream (device: every stream) has run all queued work, then
 // raise the first kernel failure it saw.
