@@ -141,5 +141,8 @@ setup(
     ext_modules=[extension],
     cmdclass={"build_py": BuildPyWithCodegen, "build_ext": BuildExtWithCodegen.with_options(use_ninja=True)},
     install_requires=["torch==2.13.0"],
+    # `import torch` loads the device (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0), before
+    # any backward can size the autograd engine's device threads without it.
+    entry_points={"torch.backends": ["torch_simhpu = torch_simhpu:_autoload"]},
     python_requires=">=3.10",
 )

@@ -21,5 +21,11 @@ for _name in _PYTHON_FUNCTIONS:
     globals()[_name] = getattr(_C, _name)
 _compile.register(_C)
 
+
+
+def _autoload() -> None:
+    """The `torch.backends` entry point: importing this package has registered the device."""
+
+
 __all__ = ["device", "is_available", "device_count", "current_device", "set_device", "synchronize",
            *_PYTHON_FUNCTIONS]

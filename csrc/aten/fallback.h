@@ -3,8 +3,13 @@
 
 namespace simhpu {
 
-// Runs an operator the device does not implement on the CPU: inputs are copied
-// to the host, the CPU kernel runs, results are copied back.
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// The PrivateUse1 fallback: an aten operator with no dedicated kernel runs on
+// the reference path, ATen's CPU kernel as a device kernel (see
+// reference_call.h). The launching thread works out the outputs' shapes with
+// the operator's meta kernel, allocates them on the device and returns; the
+// stream's worker runs the kernel. View operators become device views; ops
+// whose output shape depends on data, or that have no meta kernel, wait for
+// the device and run at once (counted as synchronized, see op_routes.h).
+void reference_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 } // namespace simhpu

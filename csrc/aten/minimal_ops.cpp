@@ -1,6 +1,8 @@
 // The operators PyTorch needs natively from any PrivateUse1 backend: creating
 // tensors, views, resizing, copies and reading a scalar. Everything else either
-// has a device kernel (op_plugin_functions.yaml) or goes to the CPU fallback.
+// has a device kernel (op_plugin_functions.yaml) or takes the reference path
+// (fallback.h).
+#include "aten/op_routes.h"
 #include "aten/resize.h"
 #include "runtime/device.h"
 #include "runtime/exec_cmd.h"
@@ -164,6 +166,7 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   }
   // Out of the device, or between devices: the host reads device memory, so
   // the current streams involved must drain first (as a CUDA copy would).
+  count_route("aten::_copy_from", Route::Synchronized);
   if (src_on_device) {
     synchronize_stream(current_stream(self.device().index()));
   }
@@ -180,6 +183,7 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
 }
 
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
+  count_route("aten::_local_scalar_dense", Route::Synchronized);
   synchronize_stream(current_stream(self.device().index()));
   return describe_tensor(self).cpu_view().item();
 }
@@ -191,9 +195,29 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
               "record_stream: expected a stream of ", self.device(), ", got ", stream);
 }
 
+// CUDA's answer: a device tensor may take a CPU tensor's place (and back) in
+// `param.data = ...`, so Module.to() keeps Parameters (and tied weights) the
+// same objects. c10's own check knows only its built-in dense backends.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto plain_dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.is_privateuseone());
+  };
+  return plain_dense(self) && plain_dense(from);
+}
+
 } // namespace
 
+// A lazily conjugated or negated source reaches _copy_from as it is: the copy
+// kernel resolves the bits (materialising it first would copy, and recurse).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("record_stream", TORCH_FN(record_stream));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));

@@ -13,8 +13,11 @@ namespace simhpu {
 
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   TORCH_CHECK(storage.resizable(), "simhpu: trying to resize a storage that is not resizable");
-  // The old contents are copied on the host, so kernels still writing them must finish.
-  synchronize_device(storage.device().index());
+  // The old contents are copied on the host, so kernels still writing them
+  // must finish; an empty storage (a fresh out= tensor) has nothing to keep.
+  if (storage.nbytes() > 0) {
+    synchronize_device(storage.device().index());
+  }
   const c10::DeviceGuard guard(storage.device());
   at::DataPtr fresh = storage.allocator()->allocate(new_bytes);
   const size_t keep = std::min(new_bytes, storage.nbytes());

@@ -1,4 +1,5 @@
 // torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
+#include "aten/op_routes.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
 #include "runtime/generator.h"
@@ -75,6 +76,22 @@ PYBIND11_MODULE(_C, m) {
                                 e.queued_ns, e.start_ns, e.end_ns));
     }
     return out;
+  });
+  m.def("_start_counting_routes", &simhpu::start_counting_routes);
+  m.def("_stop_counting_routes", &simhpu::stop_counting_routes);
+  m.def("_route_counts", [] {
+    py::dict out;
+    for (const auto& c : simhpu::route_counts()) {
+      out[py::str(c.op)] = py::make_tuple(c.dedicated, c.reference, c.synchronized);
+    }
+    return out;
+  });
+  m.def("_set_fallback", [](const std::string& mode, std::vector<std::string> ops) {
+    simhpu::set_fallback_policy(simhpu::parse_fallback_mode(mode, "set_fallback"), std::move(ops));
+  });
+  m.def("_fallback", [] {
+    const char* names[] = {"global", "selective", "blocklist"};
+    return py::make_tuple(names[static_cast<int>(simhpu::fallback_mode())], simhpu::fallback_ops());
   });
   m.def("_launch_failing_kernel", &simhpu::_launch_failing_kernel);
   m.def("_sleep_on_device", &simhpu::_sleep_on_device);

@@ -4,6 +4,7 @@
 // and their storages are kept alive until the kernel has run; other arguments
 // are copied by value. The launching function's name (__func__) is recorded so
 // a failure names the operator.
+#include "aten/op_routes.h"
 #include "runtime/device.h"
 #include "runtime/kernel_registry.h"
 
@@ -71,6 +72,7 @@ void launch(const KernelDef& kernel, const char* op_name, const Args&... args) {
   record.site = site;
   (detail::add_arg(record, args), ...);
   slot.commit();
+  count_route(op_name, Route::Dedicated);
 }
 
 } // namespace simhpu

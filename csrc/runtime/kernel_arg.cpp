@@ -24,7 +24,10 @@ bool DeviceTensor::is_contiguous() const {
 }
 
 at::Tensor DeviceTensor::cpu_view() const {
-  return at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype).device(at::kCPU));
+  at::Tensor view = at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype).device(at::kCPU));
+  view._set_conj(conj);
+  view._set_neg(neg);
+  return view;
 }
 
 } // namespace simhpu

@@ -5,6 +5,7 @@
 #include "runtime/device_memory.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/Scalar.h>
 #include <c10/util/SmallVector.h>
 
@@ -17,9 +18,16 @@ namespace simhpu {
 
 struct DeviceTensor {
   void* data = nullptr;
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;  // Undefined: an absent optional tensor
   c10::SmallVector<int64_t, 6> sizes;
   c10::SmallVector<int64_t, 6> strides;
+  // Where the tensor sits in its storage: the launch record's keep_alive slot
+  // (-1: not recorded) and the offset in elements. Reference kernels rebuild
+  // the aliasing between arguments from these (see aten/reference_path.h).
+  int64_t storage_offset = 0;
+  int32_t storage_slot = -1;
+  bool conj = false;  // lazily conjugated / negated views (Tensor.conj(), _neg_view)
+  bool neg = false;
 
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
   int64_t size(int64_t d) const { return sizes[d < 0 ? d + dim() : d]; }
@@ -48,7 +56,8 @@ using KernelArg = std::variant<
     c10::Scalar,
     std::vector<int64_t>,
     c10::ScalarType,
-    std::string>;
+    std::string,
+    c10::IValue>;  // anything else a reference kernel (aten/reference_path.h) is given as is
 
 using KernelArgs = c10::SmallVector<KernelArg, 6>;
 
@@ -60,6 +69,9 @@ inline DeviceTensor describe_tensor(const at::Tensor& t) {
   d.dtype = t.scalar_type();
   d.sizes.assign(t.sizes().begin(), t.sizes().end());
   d.strides.assign(t.strides().begin(), t.strides().end());
+  d.storage_offset = t.storage_offset();
+  d.conj = t.is_conj();
+  d.neg = t.is_neg();
   return d;
 }
 

@@ -140,7 +140,11 @@ std::optional<std::string> run_record(LaunchRecord& record, bool poisoned) {
     return std::nullopt;
   }
   try {
-    record.kernel->run(record.args);
+    if (record.kernel->run_record != nullptr) {
+      record.kernel->run_record(record);
+    } else {
+      record.kernel->run(record.args);
+    }
     return std::nullopt;
   } catch (const c10::Error& e) {
     return describe_failure(record, e.what_without_backtrace());
@@ -176,6 +180,7 @@ void LaunchRecord::clear() {
   keep_alive.clear();
   event.reset();
   event_version = 0;
+  payload = nullptr;
   site = LaunchSite();
   queued_ns = -1;
 }

@@ -19,14 +19,19 @@
 
 namespace simhpu {
 
+struct LaunchRecord;
 using KernelFn = void (*)(KernelArgs& args);
+using RecordKernelFn = void (*)(LaunchRecord& record);
 
 class LaunchQueue;  // one stream's ring and worker (launch_queue.cpp)
 
-// A device kernel as the runtime knows it: a name and an entry point.
+// A device kernel as the runtime knows it: a name and an entry point. Kernels
+// that need the whole record (its kept-alive storages, its payload) set
+// run_record instead of run.
 struct KernelDef {
   const char* name;
   KernelFn run;
+  RecordKernelFn run_record = nullptr;
 };
 
 // A point in a stream (behind torch.Event). `recorded` counts the host's
@@ -62,6 +67,7 @@ struct alignas(64) LaunchRecord {
   LaunchSite site;  // where Python launched it, for error messages
   c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
   uint64_t event_version = 0;
+  const void* payload = nullptr;  // for run_record kernels: what to run (read-only, outlives the record)
   KernelArgs args;
 
   // Back to an empty kernel record, keeping the vectors' capacity.

@@ -1,0 +1,237 @@
+#include "aten/reference_call.h"
+
+#include "runtime/device_memory.h"
+#include "runtime/generator.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/List.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/TensorImpl.h>
+
+#include <mutex>
+
+namespace simhpu {
+namespace {
+
+// The index of `storage` in the record's keep_alive, adding it if new: tensors
+// sharing a storage share a slot, so the kernel sees them share memory.
+int32_t storage_slot(LaunchRecord& record, const c10::Storage& storage) {
+  for (size_t i = 0; i < record.keep_alive.size(); ++i) {
+    if (record.keep_alive[i].is_alias_of(storage)) {
+      return static_cast<int32_t>(i);
+    }
+  }
+  record.keep_alive.push_back(storage);
+  return static_cast<int32_t>(record.keep_alive.size() - 1);
+}
+
+DeviceTensor describe_in_record(LaunchRecord& record, const at::Tensor& t) {
+  if (!t.defined()) {
+    return DeviceTensor{};  // dtype Undefined: None
+  }
+  DeviceTensor d = describe_tensor(t);
+  d.storage_slot = storage_slot(record, t.storage());
+  return d;
+}
+
+// A CPU tensor holding a copy of a host scalar: the caller may change the
+// original after the launch returns, the kernel must see today's value.
+at::Tensor snapshot(const at::Tensor& t) {
+  at::Tensor copy = t.clone();
+  copy.unsafeGetTensorImpl()->set_wrapped_number(t.unsafeGetTensorImpl()->is_wrapped_number());
+  return copy;
+}
+
+// Random ops draw from the device's generator, in launch order: each launch
+// takes a seed from it and gives the kernel a CPU generator of its own.
+c10::IValue generator_for_launch(const c10::IValue& given, c10::Device device) {
+  at::Generator chosen = given.isNone() ? default_generator(device.index()) : given.toGenerator();
+  TORCH_CHECK(chosen.device() == device, "expected a generator of ", device, ", got one of ", chosen.device());
+  auto* g = chosen.get<SimhpuGenerator>();
+  uint64_t seed;
+  {
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    seed = g->engine().get<at::CPUGeneratorImpl>()->random64();
+  }
+  return c10::IValue(at::make_generator<at::CPUGeneratorImpl>(seed));
+}
+
+// The worker's side: CPU storages over the record's device storages, made on first use.
+class HostAliases {
+ public:
+  explicit HostAliases(const LaunchRecord& record) : record_(record), storages_(record.keep_alive.size()) {}
+
+  at::Tensor tensor(const DeviceTensor& d) {
+    if (d.dtype == c10::ScalarType::Undefined) {
+      return at::Tensor();
+    }
+    TORCH_INTERNAL_ASSERT(d.storage_slot >= 0, "reference call: a tensor without a storage slot");
+    c10::Storage& storage = storages_[d.storage_slot];
+    if (!storage) {
+      storage = host_storage(record_.keep_alive[d.storage_slot]);
+    }
+    auto impl = c10::make_intrusive<c10::TensorImpl>(
+        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), c10::scalarTypeToTypeMeta(d.dtype));
+    impl->set_sizes_and_strides(d.sizes, d.strides, d.storage_offset);
+    at::Tensor t(std::move(impl));
+    t._set_conj(d.conj);
+    t._set_neg(d.neg);
+    return t;
+  }
+
+  c10::IValue value(const KernelArg& arg, ReferenceOp::Arg kind) {
+    if (const auto* d = std::get_if<DeviceTensor>(&arg)) {
+      return tensor(*d);
+    }
+    if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&arg)) {
+      if (kind == ReferenceOp::Arg::OptionalTensorList) {
+        c10::List<std::optional<at::Tensor>> out;
+        for (const auto& d : *list) {
+          at::Tensor t = tensor(d);
+          out.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
+        }
+        return out;
+      }
+      c10::List<at::Tensor> out;
+      for (const auto& d : *list) {
+        out.push_back(tensor(d));
+      }
+      return out;
+    }
+    if (const auto* v = std::get_if<c10::IValue>(&arg)) {
+      return *v;
+    }
+    TORCH_INTERNAL_ASSERT(std::holds_alternative<NoneArg>(arg), "reference call: unexpected argument");
+    return c10::IValue();
+  }
+
+  // A CPU storage over a device storage's memory; not resizable: a CPU kernel
+  // growing it would otherwise move the data off the device unnoticed.
+  static c10::Storage host_storage(const c10::Storage& device_storage) {
+    void* data = device_storage.mutable_data();
+    void* host = data == nullptr ? nullptr : host_address(device_storage.device().index(), data);
+    return c10::Storage(c10::Storage::use_byte_size_t(), device_storage.nbytes(),
+                        c10::DataPtr(host, c10::Device(c10::kCPU)), /*allocator=*/nullptr, /*resizable=*/false);
+  }
+
+ private:
+  const LaunchRecord& record_;
+  std::vector<c10::Storage> storages_;
+};
+
+void copy_into(HostAliases& aliases, const KernelArg& destination, const c10::IValue& result) {
+  if (const auto* d = std::get_if<DeviceTensor>(&destination)) {
+    if (result.isTensor() && result.toTensor().defined()) {
+      aliases.tensor(*d).copy_(result.toTensor());
+    }
+  } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&destination)) {
+    const auto results = result.toTensorVector();
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (results[i].defined()) {
+        aliases.tensor((*list)[i]).copy_(results[i]);
+      }
+    }
+  }
+}
+
+void run_reference_record(LaunchRecord& record) {
+  run_reference_call(record, /*fill_outputs=*/true);
+}
+
+} // namespace
+
+const KernelDef& reference_kernel() {
+  static const KernelDef def{"reference", nullptr, &run_reference_record};
+  return def;
+}
+
+void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args,
+                      c10::Device device, bool snapshot_host_tensors) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& arg = args[i];
+    switch (ref.args[i]) {
+      case ReferenceOp::Arg::Tensor:
+        if (!arg.isTensor() || !arg.toTensor().defined()) {
+          record.args.emplace_back(NoneArg{});
+        } else if (arg.toTensor().is_privateuseone()) {
+          record.args.emplace_back(describe_in_record(record, arg.toTensor()));
+        } else {
+          record.args.emplace_back(c10::IValue(snapshot_host_tensors ? snapshot(arg.toTensor()) : arg.toTensor()));
+        }
+        break;
+      case ReferenceOp::Arg::TensorList:
+      case ReferenceOp::Arg::OptionalTensorList: {
+        if (arg.isNone()) {
+          record.args.emplace_back(NoneArg{});
+          break;
+        }
+        std::vector<DeviceTensor> list;
+        for (const c10::IValue& element : arg.toListRef()) {
+          list.push_back(element.isTensor() ? describe_in_record(record, element.toTensor()) : DeviceTensor{});
+        }
+        record.args.emplace_back(std::move(list));
+        break;
+      }
+      case ReferenceOp::Arg::Generator:
+        record.args.emplace_back(generator_for_launch(arg, device));
+        break;
+      case ReferenceOp::Arg::Other:
+        if (arg.isDevice() && arg.toDevice().is_privateuseone()) {
+          record.args.emplace_back(c10::IValue(c10::Device(c10::kCPU)));
+        } else {
+          record.args.emplace_back(arg);
+        }
+        break;
+    }
+  }
+}
+
+void encode_outputs(LaunchRecord& record, c10::ArrayRef<c10::IValue> outputs) {
+  for (const c10::IValue& out : outputs) {
+    if (out.isTensor()) {
+      record.args.emplace_back(describe_in_record(record, out.toTensor()));
+    } else if (out.isTensorList()) {
+      std::vector<DeviceTensor> list;
+      for (const at::Tensor& t : out.toTensorVector()) {
+        list.push_back(describe_in_record(record, t));
+      }
+      record.args.emplace_back(std::move(list));
+    } else {
+      record.args.emplace_back(NoneArg{});  // not a tensor: nothing to fill
+    }
+  }
+}
+
+torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
+  const auto& ref = *static_cast<const ReferenceOp*>(record.payload);
+  // Operators the CPU kernel calls inside need no autograd: these are plain buffers.
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  HostAliases aliases(record);
+  torch::jit::Stack stack;
+  stack.reserve(record.args.size());
+  const size_t num_args = ref.num_args();
+  for (size_t i = 0; i < num_args; ++i) {
+    stack.push_back(aliases.value(record.args[i], ref.args[i]));
+  }
+  const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
+  ref.op.redispatchBoxed(cpu, &stack);
+  if (!fill_outputs) {
+    return stack;
+  }
+  size_t next_output = num_args;
+  for (size_t r = 0; r < ref.return_alias.size(); ++r) {
+    if (ref.return_alias[r] < 0) {
+      copy_into(aliases, record.args[next_output++], stack[r]);
+    }
+  }
+  return {};
+}
+
+at::Tensor host_alias(const at::Tensor& t) {
+  LaunchRecord scratch;
+  DeviceTensor d = describe_in_record(scratch, t);
+  HostAliases aliases(scratch);
+  return aliases.tensor(d);
+}
+
+} // namespace simhpu

@@ -1,0 +1,155 @@
+#include "aten/reference_op.h"
+
+#include <ATen/core/enum_tag.h>
+#include <ATen/core/jit_type.h>
+#include <c10/core/ScalarType.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace simhpu {
+namespace {
+
+ReferenceOp::Arg classify_arg(const c10::Argument& arg) {
+  c10::TypePtr type = arg.type();
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    type = type->containedType(0);
+  }
+  switch (type->kind()) {
+    case c10::TypeKind::TensorType:
+      return ReferenceOp::Arg::Tensor;
+    case c10::TypeKind::GeneratorType:
+      return ReferenceOp::Arg::Generator;
+    case c10::TypeKind::ListType: {
+      const c10::TypePtr& element = type->containedType(0);
+      if (element->kind() == c10::TypeKind::TensorType) {
+        return ReferenceOp::Arg::TensorList;
+      }
+      if (element->kind() == c10::TypeKind::OptionalType &&
+          element->containedType(0)->kind() == c10::TypeKind::TensorType) {
+        return ReferenceOp::Arg::OptionalTensorList;
+      }
+      return ReferenceOp::Arg::Other;
+    }
+    default:
+      return ReferenceOp::Arg::Other;
+  }
+}
+
+// The argument a return aliases: the one whose alias set the return names.
+int aliased_argument(const c10::FunctionSchema& schema, const c10::Argument& ret) {
+  const c10::AliasInfo* info = ret.alias_info();
+  if (info == nullptr || info->beforeSets().empty()) {
+    return -1;
+  }
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::AliasInfo* arg_info = args[i].alias_info();
+    if (arg_info != nullptr && arg_info->beforeSets() == info->beforeSets()) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// Meta kernels model CUDA's kernels, and a few of CUDA's results differ from
+// the CPU's: layer and batch norm keep their statistics in float32 for
+// reduced-precision inputs on CUDA, in the input's dtype on the CPU; batch norm
+// without training returns empty statistics on the CPU; embedding_bag's
+// bookkeeping outputs are shaped differently. Those calls run synchronised, so
+// the outputs are the CPU kernel's own (the backward kernels expect them so).
+bool reduced_precision(const c10::IValue& v) {
+  return v.isTensor() && v.toTensor().defined() && at::isReducedFloatingType(v.toTensor().scalar_type());
+}
+bool reduced_precision_first(c10::ArrayRef<c10::IValue> args) {
+  return reduced_precision(args[0]);
+}
+bool layer_norm_meta_differs(c10::ArrayRef<c10::IValue> args) {
+  return reduced_precision(args[0]);
+}
+// native_batch_norm(input, weight, bias, running_mean, running_var, training, ...) and
+// _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, ...).
+bool batch_norm_meta_differs(c10::ArrayRef<c10::IValue> args) {
+  return reduced_precision(args[0]) || (args.size() > 5 && args[5].isBool() && !args[5].toBool());
+}
+bool always(c10::ArrayRef<c10::IValue>) {
+  return true;
+}
+
+using MetaDiffers = bool (*)(c10::ArrayRef<c10::IValue>);
+MetaDiffers meta_differs_for(const std::string& name) {
+  static const std::unordered_map<std::string, MetaDiffers> table = {
+      {"aten::native_layer_norm", &layer_norm_meta_differs},
+      {"aten::native_batch_norm", &batch_norm_meta_differs},
+      {"aten::_native_batch_norm_legit", &batch_norm_meta_differs},
+      {"aten::_native_batch_norm_legit.no_stats", &reduced_precision_first},
+      {"aten::_native_batch_norm_legit_no_training", &reduced_precision_first},
+      {"aten::_batch_norm_with_update", &reduced_precision_first},
+      {"aten::_batch_norm_no_update", &reduced_precision_first},
+      {"aten::_embedding_bag", &always},
+      {"aten::_embedding_bag_forward_only", &always},
+  };
+  auto it = table.find(name);
+  return it == table.end() ? nullptr : it->second;
+}
+
+std::unique_ptr<ReferenceOp> describe(const c10::OperatorHandle& op) {
+  auto ref = std::make_unique<ReferenceOp>(ReferenceOp{op});
+  const c10::FunctionSchema& schema = op.schema();
+  ref->name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+
+  bool takes_generator = false;
+  for (const auto& arg : schema.arguments()) {
+    ref->args.push_back(classify_arg(arg));
+    ref->arg_written.push_back(arg.alias_info() != nullptr && arg.alias_info()->isWrite());
+    ref->arg_is_out.push_back(ref->arg_written.back() && arg.kwarg_only());
+    takes_generator = takes_generator || ref->args.back() == ReferenceOp::Arg::Generator;
+  }
+  bool view = false;
+  for (const auto& ret : schema.returns()) {
+    ref->return_alias.push_back(aliased_argument(schema, ret));
+    view = view || (ret.alias_info() != nullptr && !ret.alias_info()->isWrite());
+  }
+  ref->hidden_randomness = op.hasTag(at::Tag::nondeterministic_seeded) && !takes_generator;
+  ref->meta_differs = meta_differs_for(ref->name);
+
+  if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    ref->kind = ReferenceOp::Kind::NoCpuKernel;
+  } else if (view && !schema.is_mutable()) {
+    ref->kind = ReferenceOp::Kind::View;
+  } else if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output) ||
+             !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta) || ref->hidden_randomness) {
+    ref->kind = ReferenceOp::Kind::Synchronized;
+  } else {
+    // Functional ops that reach here have no structured kernel (those arrive
+    // as their out= overload), so their out= kernels are hand-written and may
+    // shape or type results differently: the functional CPU kernel runs, and
+    // its results are copied into the outputs the meta kernel shaped.
+    ref->kind = ReferenceOp::Kind::Async;
+  }
+  return ref;
+}
+
+} // namespace
+
+const ReferenceOp& reference_op(const c10::OperatorHandle& op) {
+  // A schema lives as long as its operator registration: a stable key.
+  const c10::FunctionSchema* key = &op.schema();
+  thread_local std::unordered_map<const c10::FunctionSchema*, const ReferenceOp*> seen;
+  auto hit = seen.find(key);
+  if (hit != seen.end()) {
+    return *hit->second;
+  }
+  static std::mutex mu;
+  static auto* all = new std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<ReferenceOp>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*all)[key];
+  if (!slot) {
+    slot = describe(op);
+  }
+  seen.emplace(key, slot.get());
+  return *slot;
+}
+
+} // namespace simhpu

@@ -1,0 +1,43 @@
+#pragma once
+// What the reference path needs to know about an aten operator, worked out
+// once per operator from its schema, tags and registered kernels.
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace simhpu {
+
+struct ReferenceOp {
+  enum class Kind : uint8_t {
+    View,           // returns a view of an input: device view, no kernel
+    Async,          // meta kernel gives the outputs; the CPU kernel runs on the worker
+    Synchronized,   // output shape depends on data, or no meta kernel: the host waits
+    NoCpuKernel,    // nothing to run it with
+  };
+  enum class Arg : uint8_t { Tensor, TensorList, OptionalTensorList, Generator, Other };
+
+  c10::OperatorHandle op;
+  std::string name;  // "aten::add.Tensor": launch records and errors point here
+  Kind kind = Kind::Async;
+  std::vector<Arg> args;
+  std::vector<bool> arg_written;  // the schema marks the argument (a!)
+  std::vector<bool> arg_is_out;   // written and keyword-only: an out= tensor
+  // Per return: the argument it aliases (in-place, out= and view ops), or -1 for a new tensor.
+  std::vector<int> return_alias;
+  // Uses randomness without taking a Generator: the CPU kernel would draw from
+  // the CPU's default generator, so it runs synchronised, seeded from the device's.
+  bool hidden_randomness = false;
+  // Calls whose outputs the meta kernel describes otherwise than the CPU kernel
+  // makes them (see reference_op.cpp): they run synchronised. Null: none.
+  bool (*meta_differs)(c10::ArrayRef<c10::IValue> args) = nullptr;
+
+  size_t num_args() const { return args.size(); }
+};
+
+// The description of `op` (built on first use, then cached for good).
+const ReferenceOp& reference_op(const c10::OperatorHandle& op);
+
+} // namespace simhpu

@@ -1,0 +1,231 @@
+"""Runs PyTorch's operator database (op_db) on simhpu and compares with the CPU.
+
+Each case is one OpInfo, one dtype and one way of calling it: `forward`, `inplace`
+(the in-place variant on a strided view), `out` (the out= variant) and `grad`
+(gradients of the inputs). The CPU result is the reference; a case the CPU itself
+rejects is not a case. Random operators (two seeds give different CPU results) are
+compared by shape and dtype only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+DEVICE = "simhpu"
+DTYPES = (torch.float32, torch.int64, torch.bfloat16)
+MODES = ("forward", "inplace", "out", "grad")
+
+# Ops whose results cannot be compared with the CPU's, and why.
+NOT_COMPARABLE = {
+    "to": "its samples name the CPU device as the destination",
+    "empty": "uninitialised memory", "empty_like": "uninitialised memory", "new_empty": "uninitialised memory",
+    "empty_strided": "uninitialised memory", "new_empty_strided": "uninitialised memory",
+    "empty_permuted": "uninitialised memory",
+    "to_sparse": "simhpu stores strided tensors only (as the PrivateUse1 guide's minimal backend)",
+    "sparse.mm": "simhpu stores strided tensors only",
+    "sparse.sampled_addmm": "simhpu stores strided tensors only",
+}
+SAMPLES_PER_CASE = 3
+
+
+@dataclass
+class Outcome:
+    status: str  # "pass", "fail", "skip"
+    detail: str = ""
+
+
+def to_device(x):
+    return tree_map(lambda t: t.detach().to(DEVICE).requires_grad_(t.requires_grad)
+                    if isinstance(t, torch.Tensor) and t.device.type == "cpu" else t, x)
+
+
+def call(fn, sample, device_sample=None):
+    s = sample if device_sample is None else device_sample
+    return fn(s.input, *s.args, **s.kwargs)
+
+
+def device_copy(sample):
+    moved = sample.transform(lambda t: t.detach().to(DEVICE).requires_grad_(t.requires_grad)
+                             if isinstance(t, torch.Tensor) else t)
+    if "device" in moved.kwargs:  # factory functions
+        moved.kwargs = {**moved.kwargs, "device": DEVICE}
+    return moved
+
+
+def paired_samples(op, dtype, requires_grad):
+    """The op's samples made for the CPU and, with the same seed, for the device.
+
+    Samples made for a device keep on the CPU what the op wants there (index lists,
+    sizes given as tensors). The device sample takes the CPU sample's values, so both
+    runs see the same numbers; where the two differ in structure, the CPU sample is
+    moved instead.
+    """
+    torch.manual_seed(0)
+    cpu = list(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))[:SAMPLES_PER_CASE]
+    torch.manual_seed(0)
+    torch.simhpu.manual_seed(0)
+    device = list(op.sample_inputs(DEVICE, dtype, requires_grad=requires_grad))[:SAMPLES_PER_CASE]
+    pairs = []
+    for c, d in zip(cpu, device):
+        c_leaves, c_spec = tree_flatten((c.input, c.args, c.kwargs))
+        d_leaves, d_spec = tree_flatten((d.input, d.args, d.kwargs))
+        if c_spec != d_spec or not all(_same_kind(a, b) for a, b in zip(c_leaves, d_leaves)):
+            pairs.append((c, device_copy(c)))
+            continue
+        with torch.no_grad():
+            for a, b in zip(c_leaves, d_leaves):
+                if isinstance(a, torch.Tensor) and a.layout == torch.strided:
+                    _base_of(b).copy_(_base_of(a))
+        pairs.append((c, d))
+    return pairs
+
+
+def _same_kind(a, b):
+    if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+        return False
+    if not isinstance(a, torch.Tensor):
+        return True
+    return (a.shape == b.shape and a.dtype == b.dtype and a.layout == b.layout and a.stride() == b.stride()
+            and a.storage_offset() == b.storage_offset() and _base_of(a).shape == _base_of(b).shape)
+
+
+def _base_of(t):
+    return t if t._base is None else t._base
+
+
+def tolerance(op, dtype):
+    # bfloat16 results go through reductions and transcendental functions whose
+    # CPU kernels may take another order on aliases of other strides.
+    if dtype == torch.bfloat16:
+        return dict(atol=1e-2, rtol=1.6e-2)
+    if dtype == torch.float32:
+        return dict(atol=1e-5, rtol=1.3e-5)
+    return {}
+
+
+def compare(expected, actual, *, shapes_only=False, **tol):
+    exp_leaves, exp_spec = tree_flatten(expected)
+    act_leaves, act_spec = tree_flatten(actual)
+    assert len(exp_leaves) == len(act_leaves), f"{len(act_leaves)} results, expected {len(exp_leaves)}"
+    for e, a in zip(exp_leaves, act_leaves):
+        if isinstance(e, torch.Tensor):
+            assert isinstance(a, torch.Tensor), f"got {type(a).__name__}, expected a tensor"
+            assert a.device.type == DEVICE, f"result on {a.device}, expected {DEVICE}"
+            a = a.cpu()
+            assert a.dtype == e.dtype, f"dtype {a.dtype}, expected {e.dtype}"
+            assert a.shape == e.shape, f"shape {tuple(a.shape)}, expected {tuple(e.shape)}"
+            if not shapes_only:
+                torch.testing.assert_close(a, e, equal_nan=True, check_stride=False, **tol)
+        elif isinstance(e, float) and isinstance(a, float) and not shapes_only:
+            assert (math.isnan(e) and math.isnan(a)) or math.isclose(e, a, rel_tol=1e-4, abs_tol=1e-5), f"{a} != {e}"
+        elif not shapes_only and not isinstance(e, (torch.dtype, torch.device)):
+            assert e == a, f"{a!r} != {e!r}"
+
+
+def is_random(run, sample):
+    """Two seeds giving two CPU results: the op draws random numbers."""
+    outs = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        outs.append(run())
+    try:
+        compare(outs[0], outs[1])
+        return False
+    except AssertionError:
+        return True
+
+
+def strided_copy(t):
+    """`t`'s values in a view with every other element of a larger buffer."""
+    if t.dim() == 0:
+        return t.clone()
+    base = torch.zeros(*t.shape[:-1], t.shape[-1] * 2, dtype=t.dtype, device=t.device)
+    view = base[..., ::2]
+    view.copy_(t)
+    return view
+
+
+def run_case(op, dtype, mode) -> list[Outcome]:
+    if dtype not in op.supported_dtypes("cpu"):
+        return [Outcome("skip", "dtype not supported on CPU")]
+    requires_grad = mode == "grad"
+    if requires_grad and not (op.supports_autograd and dtype.is_floating_point):
+        return [Outcome("skip", "no autograd")]
+    if mode == "inplace" and op.inplace_variant is None:
+        return [Outcome("skip", "no in-place variant")]
+    if mode == "out" and not op.supports_out:
+        return [Outcome("skip", "no out= variant")]
+    if op.name in NOT_COMPARABLE:
+        return [Outcome("skip", NOT_COMPARABLE[op.name])]
+    try:
+        pairs = paired_samples(op, dtype, requires_grad)
+    except Exception as e:  # noqa: BLE001 - the op database itself failed
+        return [Outcome("skip", f"sample_inputs failed: {type(e).__name__}: {e}")]
+    return [run_sample(op, cpu_sample, device_sample, mode) for cpu_sample, device_sample in pairs]
+
+
+def run_sample(op, sample, device_sample, mode) -> Outcome:
+    runner = {"forward": forward, "inplace": inplace, "out": out_variant, "grad": grad}[mode]
+    # The CPU result first: a sample the CPU rejects is no case.
+    try:
+        torch.manual_seed(0)
+        expected = runner(op, sample, None)
+    except Exception as e:  # noqa: BLE001
+        return Outcome("skip", f"CPU rejects it: {type(e).__name__}")
+    random = is_random(lambda *a, **k: runner(op, sample, None), sample)
+    try:
+        torch.manual_seed(0)
+        actual = runner(op, sample, device_sample)
+        compare(expected, actual, shapes_only=random, **tolerance(op, sample_dtype(sample)))
+        torch.simhpu.synchronize()
+        return Outcome("pass")
+    except Exception as e:  # noqa: BLE001
+        try:
+            torch.simhpu.synchronize()
+        except Exception:  # noqa: BLE001 - the failure is reported already
+            pass
+        return Outcome("fail", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+
+
+def sample_dtype(sample):
+    leaves = [t for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0] if isinstance(t, torch.Tensor)]
+    return leaves[0].dtype if leaves else None
+
+
+def forward(op, sample, device_sample):
+    return call(op, sample, device_sample)
+
+
+def inplace(op, sample, device_sample):
+    s = sample if device_sample is None else device_sample
+    target = strided_copy(s.input)
+    base = target._base
+    result = op.inplace_variant(target, *s.args, **s.kwargs)
+    return target, result, base, list(target.stride())
+
+
+def out_variant(op, sample, device_sample):
+    expected = call(op, sample)
+    device = DEVICE if device_sample is not None else "cpu"
+    out = tree_map(lambda t: torch.empty(0, dtype=t.dtype, device=device) if isinstance(t, torch.Tensor) else t,
+                   expected)
+    s = sample if device_sample is None else device_sample
+    result = op(s.input, *s.args, **s.kwargs, out=out)
+    return out, result
+
+
+def grad(op, sample, device_sample):
+    s = sample if device_sample is None else device_sample
+    inputs = [t for t in tree_flatten((s.input, s.args, s.kwargs))[0]
+              if isinstance(t, torch.Tensor) and t.requires_grad]
+    outputs = [t for t in tree_flatten(call(op, sample, device_sample))[0]
+               if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not inputs or not outputs:
+        return []
+    # A fixed weighting of every output: any wrong gradient element shows.
+    total = sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype, device=o.device).view(o.shape)).sum()
+                for o in outputs if o.is_floating_point() or o.is_complex())
+    return list(torch.autograd.grad(total, inputs, allow_unused=True))
