@@ -135,12 +135,18 @@ class MetaArguments {
 
   at::Tensor meta(const at::Tensor& t) {
     if (!t.defined() || !t.is_privateuseone()) return t;
+    // One tensor passed twice (x.add_(y, out=x) style) stays one tensor: kernels
+    // tell in-place calls apart by identity.
+    for (const auto& [device_impl, m] : tensors_) {
+      if (device_impl == t.unsafeGetTensorImpl()) return m;
+    }
     auto impl = c10::make_intrusive<c10::TensorImpl>(
         c10::Storage(storage_for(t.storage())), c10::DispatchKeySet(c10::DispatchKey::Meta), t.dtype());
     impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     at::Tensor m(std::move(impl));
     m._set_conj(t.is_conj());
     m._set_neg(t.is_neg());
+    tensors_.emplace_back(t.unsafeGetTensorImpl(), m);
     return m;
   }
 
@@ -157,6 +163,7 @@ class MetaArguments {
   }
 
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages_;
+  c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 4> tensors_;
 };
 
 // Runs the meta kernel on `meta_stack`; false when it cannot tell the
@@ -191,14 +198,32 @@ c10::IValue allocate_outputs(const c10::IValue& meta_result) {
   return meta_result;  // an int, a bool, ...: worked out from metadata alone
 }
 
+bool changes_metadata(const at::Tensor& device_tensor, const at::Tensor& meta) {
+  return device_tensor.defined() && meta.defined() &&
+      (device_tensor.sizes() != meta.sizes() || device_tensor.strides() != meta.strides() ||
+       device_tensor.storage_offset() != meta.storage_offset());
+}
+
+// Resizing a written tensor that holds data is where meta kernels (often
+// Python references) and CPU kernels part ways: the CPU kernel refuses when
+// the tensor is also an input (x.logical_xor_(y) as logical_xor.out(x, y,
+// out=x)), or resizes with a warning. Such calls run synchronised, so the CPU
+// kernel decides.
+bool resizes_filled_tensor(c10::ArrayRef<c10::IValue> args,
+                           const std::vector<std::pair<size_t, c10::IValue>>& written) {
+  for (const auto& [i, m] : written) {
+    if (m.isTensor() && args[i].isTensor() && args[i].toTensor().defined() &&
+        args[i].toTensor().storage().nbytes() > 0 && changes_metadata(args[i].toTensor(), m.toTensor())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // An out= or in-place argument the meta kernel resized or restrided: the
 // device tensor follows (its storage grows if needed).
 void follow_metadata(const at::Tensor& device_tensor, const at::Tensor& meta) {
-  if (!device_tensor.defined() || !meta.defined()) return;
-  if (device_tensor.sizes() == meta.sizes() && device_tensor.strides() == meta.strides() &&
-      device_tensor.storage_offset() == meta.storage_offset()) {
-    return;
-  }
+  if (!changes_metadata(device_tensor, meta)) return;
   device_tensor.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes(), meta.strides(), meta.storage_offset());
   ensure_storage_fits(device_tensor);
 }
@@ -271,7 +296,7 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
     meta_stack.push_back(meta.value(args[i], ref.args[i]));
     if (ref.arg_written[i]) written.emplace_back(i, meta_stack.back());
   }
-  if (!run_meta(ref, meta_stack)) {
+  if (!run_meta(ref, meta_stack) || resizes_filled_tensor(args, written)) {
     return false;
   }
   for (const auto& [i, m] : written) {
@@ -374,7 +399,14 @@ void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t f
   for (size_t i = 0; i < args.size(); ++i) {
     if (ref.arg_written[i] && args[i].isTensor() && args[i].toTensor().defined()) {
       outs.emplace_back(i, resizable_host_copy(args[i].toTensor()));
-      call_args[i] = outs.back().second;
+    }
+  }
+  // The copy stands for its tensor wherever that is passed (self and out= may be one).
+  for (auto& arg : call_args) {
+    for (const auto& [i, host] : outs) {
+      if (arg.isTensor() && arg.toTensor().unsafeGetTensorImpl() == args[i].toTensor().unsafeGetTensorImpl()) {
+        arg = host;
+      }
     }
   }
   LaunchRecord record;
@@ -430,6 +462,24 @@ bool allowed(const ReferenceOp& ref) {
 }
 
 } // namespace
+
+void prefer_cpu_kernels_over_composites() {
+  // A composite kernel serves every backend but the CPU, which has its own;
+  // the two may differ (native_layer_norm decomposes, addr checks less), and
+  // the device is to behave as the CPU does: such ops take the reference path.
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                            __FILE__, __LINE__);
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    auto op = c10::Dispatcher::singleton().findOp(name);
+    if (!op || name.name.rfind("aten::", 0) != 0 || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      continue;
+    }
+    const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&reference_fallback>());
+  }
+}
 
 void reference_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const ReferenceOp& ref = reference_op(op);

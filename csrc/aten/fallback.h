@@ -12,4 +12,8 @@ namespace simhpu {
 // the device and run at once (counted as synchronized, see op_routes.h).
 void reference_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Sends the ops that have both a CPU kernel and a composite kernel for other
+// backends to the reference path (called once, when the module loads).
+void prefer_cpu_kernels_over_composites();
+
 } // namespace simhpu

@@ -25,12 +25,23 @@ int32_t storage_slot(LaunchRecord& record, const c10::Storage& storage) {
   return static_cast<int32_t>(record.keep_alive.size() - 1);
 }
 
-DeviceTensor describe_in_record(LaunchRecord& record, const at::Tensor& t) {
+// Tensors seen while encoding one record, so a tensor passed twice is encoded
+// as the same tensor (see DeviceTensor::same_as).
+using SeenTensors = c10::SmallVector<const c10::TensorImpl*, 8>;
+
+DeviceTensor describe_in_record(LaunchRecord& record, const at::Tensor& t, SeenTensors& seen) {
   if (!t.defined()) {
     return DeviceTensor{};  // dtype Undefined: None
   }
   DeviceTensor d = describe_tensor(t);
   d.storage_slot = storage_slot(record, t.storage());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i] == t.unsafeGetTensorImpl()) {
+      d.same_as = static_cast<int32_t>(i);
+      break;
+    }
+  }
+  seen.push_back(t.unsafeGetTensorImpl());
   return d;
 }
 
@@ -65,6 +76,16 @@ class HostAliases {
     if (d.dtype == c10::ScalarType::Undefined) {
       return at::Tensor();
     }
+    if (d.same_as >= 0) {
+      made_.push_back(made_[d.same_as]);
+      return made_.back();
+    }
+    made_.push_back(fresh_tensor(d));
+    return made_.back();
+  }
+
+ private:
+  at::Tensor fresh_tensor(const DeviceTensor& d) {
     TORCH_INTERNAL_ASSERT(d.storage_slot >= 0, "reference call: a tensor without a storage slot");
     c10::Storage& storage = storages_[d.storage_slot];
     if (!storage) {
@@ -79,6 +100,7 @@ class HostAliases {
     return t;
   }
 
+ public:
   c10::IValue value(const KernelArg& arg, ReferenceOp::Arg kind) {
     if (const auto* d = std::get_if<DeviceTensor>(&arg)) {
       return tensor(*d);
@@ -117,6 +139,7 @@ class HostAliases {
  private:
   const LaunchRecord& record_;
   std::vector<c10::Storage> storages_;
+  std::vector<at::Tensor> made_;  // in encoding order, for DeviceTensor::same_as
 };
 
 void copy_into(HostAliases& aliases, const KernelArg& destination, const c10::IValue& result) {
@@ -147,6 +170,7 @@ const KernelDef& reference_kernel() {
 
 void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args,
                       c10::Device device, bool snapshot_host_tensors) {
+  SeenTensors seen;
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& arg = args[i];
     switch (ref.args[i]) {
@@ -154,7 +178,7 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
         if (!arg.isTensor() || !arg.toTensor().defined()) {
           record.args.emplace_back(NoneArg{});
         } else if (arg.toTensor().is_privateuseone()) {
-          record.args.emplace_back(describe_in_record(record, arg.toTensor()));
+          record.args.emplace_back(describe_in_record(record, arg.toTensor(), seen));
         } else {
           record.args.emplace_back(c10::IValue(snapshot_host_tensors ? snapshot(arg.toTensor()) : arg.toTensor()));
         }
@@ -167,7 +191,7 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
         }
         std::vector<DeviceTensor> list;
         for (const c10::IValue& element : arg.toListRef()) {
-          list.push_back(element.isTensor() ? describe_in_record(record, element.toTensor()) : DeviceTensor{});
+          list.push_back(element.isTensor() ? describe_in_record(record, element.toTensor(), seen) : DeviceTensor{});
         }
         record.args.emplace_back(std::move(list));
         break;
@@ -187,13 +211,14 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
 }
 
 void encode_outputs(LaunchRecord& record, c10::ArrayRef<c10::IValue> outputs) {
+  SeenTensors seen;  // fresh outputs: never the same as an argument
   for (const c10::IValue& out : outputs) {
     if (out.isTensor()) {
-      record.args.emplace_back(describe_in_record(record, out.toTensor()));
+      record.args.emplace_back(describe_in_record(record, out.toTensor(), seen));
     } else if (out.isTensorList()) {
       std::vector<DeviceTensor> list;
       for (const at::Tensor& t : out.toTensorVector()) {
-        list.push_back(describe_in_record(record, t));
+        list.push_back(describe_in_record(record, t, seen));
       }
       record.args.emplace_back(std::move(list));
     } else {
@@ -229,7 +254,8 @@ torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
 
 at::Tensor host_alias(const at::Tensor& t) {
   LaunchRecord scratch;
-  DeviceTensor d = describe_in_record(scratch, t);
+  SeenTensors seen;
+  DeviceTensor d = describe_in_record(scratch, t, seen);
   HostAliases aliases(scratch);
   return aliases.tensor(d);
 }

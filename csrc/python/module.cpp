@@ -48,6 +48,7 @@ double _time_empty_launches(int64_t count) {
 }
 
 void register_hooks();                                  // runtime/hooks.cpp
+void prefer_cpu_kernels_over_composites();              // aten/fallback.cpp
 void register_generated_ops(pybind11::module_& m);      // generated python_bindings.cpp
 
 } // namespace simhpu
@@ -55,6 +56,7 @@ void register_generated_ops(pybind11::module_& m);      // generated python_bind
 PYBIND11_MODULE(_C, m) {
   namespace py = pybind11;
   simhpu::register_hooks();
+  simhpu::prefer_cpu_kernels_over_composites();
 
   m.def("_device_count", [] { return static_cast<int>(simhpu::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(simhpu::current_device()); });

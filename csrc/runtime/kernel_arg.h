@@ -26,6 +26,9 @@ struct DeviceTensor {
   // the aliasing between arguments from these (see aten/reference_path.h).
   int64_t storage_offset = 0;
   int32_t storage_slot = -1;
+  // For reference kernels: the position of the first descriptor of the same
+  // tensor in the record (-1: none earlier), so one tensor passed twice stays one.
+  int32_t same_as = -1;
   bool conj = false;  // lazily conjugated / negated views (Tensor.conj(), _neg_view)
   bool neg = false;
 

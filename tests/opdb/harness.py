@@ -169,12 +169,13 @@ def run_case(op, dtype, mode) -> list[Outcome]:
 
 def run_sample(op, sample, device_sample, mode) -> Outcome:
     runner = {"forward": forward, "inplace": inplace, "out": out_variant, "grad": grad}[mode]
-    # The CPU result first: a sample the CPU rejects is no case.
+    # The CPU result first. A sample the CPU rejects, the device must reject too,
+    # with an exception of the same type, and stay usable.
     try:
         torch.manual_seed(0)
         expected = runner(op, sample, None)
-    except Exception as e:  # noqa: BLE001
-        return Outcome("skip", f"CPU rejects it: {type(e).__name__}")
+    except Exception as cpu_error:  # noqa: BLE001
+        return rejected_alike(op, sample, device_sample, runner, cpu_error)
     random = is_random(lambda *a, **k: runner(op, sample, None), sample)
     try:
         torch.manual_seed(0)
@@ -188,6 +189,23 @@ def run_sample(op, sample, device_sample, mode) -> Outcome:
         except Exception:  # noqa: BLE001 - the failure is reported already
             pass
         return Outcome("fail", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+
+
+def rejected_alike(op, sample, device_sample, runner, cpu_error) -> Outcome:
+    try:
+        runner(op, sample, device_sample)
+        torch.simhpu.synchronize()
+    except Exception as device_error:  # noqa: BLE001
+        try:
+            torch.simhpu.synchronize()
+        except Exception:  # noqa: BLE001 - a kernel failed on the device: rejected, asynchronously
+            return Outcome("pass", "rejected alike (asynchronously)")
+        if not isinstance(device_error, type(cpu_error)):
+            return Outcome("fail", f"the CPU raises {type(cpu_error).__name__}, the device "
+                                   f"{type(device_error).__name__}: {str(device_error).splitlines()[0][:200]}")
+        return Outcome("pass", "rejected alike")
+    return Outcome("fail", f"the CPU raises {type(cpu_error).__name__} ({str(cpu_error).splitlines()[0][:150]}), "
+                           "the device accepts it")
 
 
 def sample_dtype(sample):
