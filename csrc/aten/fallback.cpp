@@ -1,5 +1,6 @@
 #include "aten/fallback.h"
 
+#include "aten/meta_cache.h"
 #include "aten/op_routes.h"
 #include "aten/reference_call.h"
 #include "aten/reference_op.h"
@@ -179,25 +180,6 @@ bool run_meta(const ReferenceOp& ref, torch::jit::Stack& meta_stack) {
   }
 }
 
-at::Tensor allocate_like(const at::Tensor& shape) {
-  if (!shape.defined()) return at::Tensor();
-  at::Tensor t = at::detail::empty_strided_generic(shape.sizes(), shape.strides(), at::GetAllocator(at::kPrivateUse1),
-                                                   kDeviceKeys, shape.scalar_type());
-  return t;
-}
-
-c10::IValue allocate_outputs(const c10::IValue& meta_result) {
-  if (meta_result.isTensor()) {
-    return allocate_like(meta_result.toTensor());
-  }
-  if (meta_result.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : meta_result.toTensorVector()) out.push_back(allocate_like(t));
-    return out;
-  }
-  return meta_result;  // an int, a bool, ...: worked out from metadata alone
-}
-
 bool changes_metadata(const at::Tensor& device_tensor, const at::Tensor& meta) {
   return device_tensor.defined() && meta.defined() &&
       (device_tensor.sizes() != meta.sizes() || device_tensor.strides() != meta.strides() ||
@@ -218,14 +200,6 @@ bool resizes_filled_tensor(c10::ArrayRef<c10::IValue> args,
     }
   }
   return false;
-}
-
-// An out= or in-place argument the meta kernel resized or restrided: the
-// device tensor follows (its storage grows if needed).
-void follow_metadata(const at::Tensor& device_tensor, const at::Tensor& meta) {
-  if (!changes_metadata(device_tensor, meta)) return;
-  device_tensor.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes(), meta.strides(), meta.storage_offset());
-  ensure_storage_fits(device_tensor);
 }
 
 // ---- The three routes ------------------------------------------------------
@@ -284,11 +258,9 @@ bool has_empty_out_argument(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> a
   return false;
 }
 
-bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
-  const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
-  if (has_empty_out_argument(ref, args) || (ref.meta_differs != nullptr && ref.meta_differs(args))) {
-    return false;
-  }
+// The outcome of a meta kernel run on the call's arguments; nullopt when it
+// cannot tell (see run_meta) or resizes a tensor that holds data.
+std::optional<MetaOutcome> ask_meta(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args) {
   MetaArguments meta;
   torch::jit::Stack meta_stack;
   std::vector<std::pair<size_t, c10::IValue>> written;  // meta versions of written arguments
@@ -297,25 +269,114 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
     if (ref.arg_written[i]) written.emplace_back(i, meta_stack.back());
   }
   if (!run_meta(ref, meta_stack) || resizes_filled_tensor(args, written)) {
-    return false;
+    return std::nullopt;
   }
+  MetaOutcome outcome;
   for (const auto& [i, m] : written) {
-    if (m.isTensor()) {
-      follow_metadata(args[i].toTensor(), m.toTensor());
+    if (m.isTensor() && changes_metadata(args[i].toTensor(), m.toTensor())) {
+      outcome.written.emplace_back(i, TensorShape::of(m.toTensor()));
     } else if (m.isTensorList()) {
       const auto device_list = args[i].toTensorVector();
       const auto meta_list = m.toTensorVector();
-      for (size_t k = 0; k < device_list.size(); ++k) follow_metadata(device_list[k], meta_list[k]);
+      for (size_t k = 0; k < device_list.size(); ++k) {
+        TORCH_CHECK(!changes_metadata(device_list[k], meta_list[k]), ref.name,
+                    ": resizing tensors of a written list is not supported on simhpu");
+      }
     }
   }
+  for (size_t r = 0; r < ref.return_alias.size(); ++r) {
+    const c10::IValue& m = meta_stack[r];
+    if (m.isTensor()) {
+      outcome.returns.emplace_back(TensorShape::of(m.toTensor()));
+    } else if (m.isTensorList()) {
+      std::vector<TensorShape> shapes;
+      for (const at::Tensor& t : m.toTensorVector()) shapes.push_back(TensorShape::of(t));
+      outcome.returns.emplace_back(std::move(shapes));
+    } else {
+      outcome.returns.emplace_back(m);
+    }
+  }
+  return outcome;
+}
+
+at::Tensor allocate(const TensorShape& shape) {
+  if (shape.dtype == c10::ScalarType::Undefined) return at::Tensor();
+  return at::detail::empty_strided_generic(shape.sizes, shape.strides, at::GetAllocator(at::kPrivateUse1),
+                                           kDeviceKeys, shape.dtype);
+}
+
+c10::IValue allocate_return(const MetaOutcome::Return& r) {
+  if (const auto* shape = std::get_if<TensorShape>(&r)) {
+    return allocate(*shape);
+  }
+  if (const auto* shapes = std::get_if<std::vector<TensorShape>>(&r)) {
+    c10::List<at::Tensor> out;
+    for (const auto& s : *shapes) out.push_back(allocate(s));
+    return out;
+  }
+  return std::get<c10::IValue>(r);  // an int, a bool, ...: worked out from metadata alone
+}
+
+// Empty out= tensors ask the kernel to size them. Some out= kernels do so
+// otherwise than their meta kernels say, so the first such call of an operator
+// runs synchronised and compares; the operator's later calls are asynchronous
+// if the meta kernel was right.
+enum class EmptyOuts { None, Trusted, Learn, Distrusted };
+EmptyOuts empty_outs(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args) {
+  if (!has_empty_out_argument(ref, args)) return EmptyOuts::None;
+  switch (ref.empty_out_meta_trusted.load(std::memory_order_relaxed)) {
+    case 1: return EmptyOuts::Trusted;
+    case 0: return EmptyOuts::Distrusted;
+    default: return EmptyOuts::Learn;
+  }
+}
+
+void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device);
+
+bool run_synchronized_and_learn(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device,
+                                const MetaOutcome& outcome) {
+  const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
+  std::vector<at::Tensor> written;
+  for (const auto& [i, shape] : outcome.written) written.push_back(args[i].toTensor());
+  run_synchronized(ref, stack, first, device);
+  bool agrees = true;
+  for (size_t k = 0; k < written.size(); ++k) {
+    agrees = agrees && outcome.written[k].second.matches(written[k]);
+  }
+  ref.empty_out_meta_trusted.store(agrees ? 1 : 0, std::memory_order_relaxed);
+  return true;
+}
+
+bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
+  const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
+  const EmptyOuts empty = empty_outs(ref, args);
+  if (empty == EmptyOuts::Distrusted || (ref.meta_differs != nullptr && ref.meta_differs(args))) {
+    return false;
+  }
+  MetaSignature signature;
+  const bool cacheable = signature.build(ref, args);
+  const MetaOutcome* outcome = cacheable ? cached_meta(signature) : nullptr;
+  std::optional<MetaOutcome> fresh;
+  if (outcome == nullptr) {
+    fresh = ask_meta(ref, args);
+    if (!fresh) return false;
+    if (empty == EmptyOuts::Learn) return run_synchronized_and_learn(ref, stack, first, device, *fresh);
+    if (cacheable) remember_meta(std::move(signature), *fresh);
+    outcome = &*fresh;
+  }
+  for (const auto& [i, shape] : outcome->written) {
+    const at::Tensor& t = args[i].toTensor();
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(shape.sizes, shape.strides, shape.storage_offset);
+    ensure_storage_fits(t);
+  }
   std::vector<c10::IValue> results;
-  std::vector<c10::IValue> fresh;
+  std::vector<c10::IValue> fresh_outputs;
   for (size_t r = 0; r < ref.return_alias.size(); ++r) {
     if (ref.return_alias[r] >= 0) {
       results.push_back(args[ref.return_alias[r]]);
     } else {
-      results.push_back(allocate_outputs(meta_stack[r]));
-      fresh.push_back(results.back());
+      results.push_back(allocate_return(outcome->returns[r]));
+      fresh_outputs.push_back(results.back());
     }
   }
   const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
@@ -325,7 +386,7 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
     fill_record(record, ref);
     record.site = site;
     encode_arguments(record, ref, args, device);
-    encode_outputs(record, fresh);
+    encode_outputs(record, fresh_outputs);
     slot.commit();
   }
   torch::jit::drop(*stack, ref.num_args());
@@ -368,7 +429,7 @@ at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
   if (!host_result.defined()) return host_result;
   const at::Tensor dense =
       host_result.is_non_overlapping_and_dense() ? host_result : host_result.contiguous();
-  at::Tensor out = allocate_like(dense);
+  at::Tensor out = allocate(TensorShape::of(dense));
   host_alias(out).copy_(dense);
   return out;
 }

@@ -95,7 +95,7 @@ MetaDiffers meta_differs_for(const std::string& name) {
 }
 
 std::unique_ptr<ReferenceOp> describe(const c10::OperatorHandle& op) {
-  auto ref = std::make_unique<ReferenceOp>(ReferenceOp{op});
+  auto ref = std::make_unique<ReferenceOp>(op);
   const c10::FunctionSchema& schema = op.schema();
   ref->name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
 

@@ -3,6 +3,7 @@
 // once per operator from its schema, tags and registered kernels.
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +20,8 @@ struct ReferenceOp {
   };
   enum class Arg : uint8_t { Tensor, TensorList, OptionalTensorList, Generator, Other };
 
+  explicit ReferenceOp(c10::OperatorHandle handle) : op(std::move(handle)) {}
+
   c10::OperatorHandle op;
   std::string name;  // "aten::add.Tensor": launch records and errors point here
   Kind kind = Kind::Async;
@@ -33,6 +36,9 @@ struct ReferenceOp {
   // Calls whose outputs the meta kernel describes otherwise than the CPU kernel
   // makes them (see reference_op.cpp): they run synchronised. Null: none.
   bool (*meta_differs)(c10::ArrayRef<c10::IValue> args) = nullptr;
+  // Whether the meta kernel sizes empty out= tensors as the CPU kernel does:
+  // -1 not known yet, 0 no, 1 yes (learnt from the first such call, see fallback.cpp).
+  mutable std::atomic<int8_t> empty_out_meta_trusted{-1};
 
   size_t num_args() const { return args.size(); }
 };
