@@ -8,10 +8,14 @@ import os
 import shutil
 import subprocess
 
-import torch
-from setuptools import setup
-from setuptools.command.build_py import build_py
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+# An installed torch_simhpu is loaded by `import torch` (its torch.backends entry
+# point); here, in the source tree, that would import the unbuilt package instead.
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+import torch  # noqa: E402
+from setuptools import setup  # noqa: E402
+from setuptools.command.build_py import build_py  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 GENERATED = os.path.join("build", "generated")

@@ -478,7 +478,7 @@ void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t f
     try {
       host_results = run_reference_call(record, /*fill_outputs=*/false);
     } catch (c10::Error& e) {
-      e.add_context("(simhpu: while running " + ref.name + " on the reference path)");
+      e.add_context("simhpu: while running " + ref.name + " on the reference path");
       throw;
     }
   };

@@ -79,11 +79,11 @@ bool always(c10::ArrayRef<c10::IValue>) {
 
 using MetaDiffers = bool (*)(c10::ArrayRef<c10::IValue>);
 MetaDiffers meta_differs_for(const std::string& name) {
+  // By operator name: every overload (the out= ones take the same leading arguments).
   static const std::unordered_map<std::string, MetaDiffers> table = {
       {"aten::native_layer_norm", &layer_norm_meta_differs},
       {"aten::native_batch_norm", &batch_norm_meta_differs},
       {"aten::_native_batch_norm_legit", &batch_norm_meta_differs},
-      {"aten::_native_batch_norm_legit.no_stats", &reduced_precision_first},
       {"aten::_native_batch_norm_legit_no_training", &reduced_precision_first},
       {"aten::_batch_norm_with_update", &reduced_precision_first},
       {"aten::_batch_norm_no_update", &reduced_precision_first},
@@ -112,7 +112,7 @@ std::unique_ptr<ReferenceOp> describe(const c10::OperatorHandle& op) {
     view = view || (ret.alias_info() != nullptr && !ret.alias_info()->isWrite());
   }
   ref->hidden_randomness = op.hasTag(at::Tag::nondeterministic_seeded) && !takes_generator;
-  ref->meta_differs = meta_differs_for(ref->name);
+  ref->meta_differs = meta_differs_for(schema.name());
 
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {
     ref->kind = ReferenceOp::Kind::NoCpuKernel;

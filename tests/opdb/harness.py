@@ -87,7 +87,10 @@ def _same_kind(a, b):
     if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
         return False
     if not isinstance(a, torch.Tensor):
-        return True
+        try:
+            return bool(a == b)  # sizes and options drawn at random must agree too
+        except Exception:  # noqa: BLE001 - values that do not compare
+            return type(a) is type(b)
     return (a.shape == b.shape and a.dtype == b.dtype and a.layout == b.layout and a.stride() == b.stride()
             and a.storage_offset() == b.storage_offset() and _base_of(a).shape == _base_of(b).shape)
 

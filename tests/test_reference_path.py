@@ -1,0 +1,435 @@
+"""The reference path: operators without a dedicated kernel run ATen's CPU kernel as
+a device kernel, asynchronously, over the device memory. One test (or a few) per
+finding of the issue that introduced it."""
+import copy
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_simhpu
+
+DEV = "simhpu"
+
+
+def both(fn, *tensors):
+    """fn on CPU tensors and on simhpu copies of them: (cpu result, device result on the CPU)."""
+    expected = fn(*[t.clone() for t in tensors])
+    actual = fn(*[t.to(DEV) for t in tensors])
+    return expected, actual
+
+
+# ---- 1. in-place and out= on strided tensors ---------------------------------
+
+@pytest.mark.parametrize("write", [
+    lambda x: x[::2].zero_(),
+    lambda x: x.view(3, 4)[:, 0].fill_(1),
+    lambda x: x.view(3, 4).t().mul_(torch.arange(3.0, device=x.device)),
+    lambda x: x.view(3, 4)[:, :3].diagonal().fill_(7),
+    lambda x: torch.add(x[::2][:3], 1, out=x[::2][:3]),
+    lambda x: torch.add(torch.ones(6, device=x.device), 2, out=x[::2]),
+    lambda x: torch.exp(torch.zeros(6, device=x.device), out=x[1::2]),
+    lambda x: x.view(3, 4).t().clamp_(min=3),
+], ids=["slice-zero_", "column-fill_", "transposed-mul_", "diagonal-fill_", "add-out-aliasing",
+        "native-add-out", "exp-out-strided", "clamp_-transposed"])
+def test_writes_through_strided_views_land_where_the_cpu_puts_them(write):
+    base = torch.arange(12.0)
+    expected_view = write(base)
+    device_base = torch.arange(12.0, device=DEV)
+    view = write(device_base)
+    torch.testing.assert_close(device_base.cpu(), base)
+    assert view.stride() == expected_view.stride()
+    torch.testing.assert_close(view.cpu(), expected_view)
+
+
+def test_out_tensor_of_the_wrong_size_is_resized_like_the_cpu_does():
+    out_cpu, out_dev = torch.empty(0), torch.empty(0, device=DEV)
+    torch.mul(torch.ones(2, 3), 2, out=out_cpu)
+    torch.mul(torch.ones(2, 3, device=DEV), 2, out=out_dev)
+    assert out_dev.shape == out_cpu.shape and out_dev.stride() == out_cpu.stride()
+    torch.testing.assert_close(out_dev.cpu(), out_cpu)
+
+
+def test_in_place_op_refuses_to_broadcast_its_self_like_the_cpu():
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch.ones(5, 1, dtype=torch.bool).logical_xor_(torch.ones(5, 5, dtype=torch.bool))
+    x = torch.ones(5, 1, device=DEV, dtype=torch.bool)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        x.logical_xor_(torch.ones(5, 5, device=DEV, dtype=torch.bool))
+    assert x.shape == (5, 1)
+    assert (torch.ones(2, device=DEV) + 1).cpu().tolist() == [2.0, 2.0]  # still usable
+
+
+# ---- 2. mutations a schema does not announce (BatchNorm running stats) -------
+
+@pytest.mark.parametrize("norm", [nn.BatchNorm1d(4), nn.BatchNorm2d(4), nn.InstanceNorm1d(4, track_running_stats=True)])
+def test_running_statistics_are_updated_in_train_mode(norm):
+    x = torch.randn(8, 4, 5)
+    if isinstance(norm, nn.BatchNorm2d):
+        x = x.unsqueeze(-1)
+    device_norm = copy.deepcopy(norm).to(DEV)
+    for _ in range(2):
+        norm(x)
+        device_norm(x.to(DEV))
+    torch.testing.assert_close(device_norm.running_mean.cpu(), norm.running_mean)
+    torch.testing.assert_close(device_norm.running_var.cpu(), norm.running_var)
+    assert int(device_norm.num_batches_tracked) == int(norm.num_batches_tracked)
+
+
+# ---- 3. convolutions and recurrent cells ---------------------------------------
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: nn.Conv1d(3, 4, 3, padding=1), (2, 3, 9)),
+    (lambda: nn.Conv2d(3, 4, 3, stride=2, groups=1, bias=False), (2, 3, 9, 9)),
+    (lambda: nn.Conv2d(4, 4, 3, groups=2, dilation=2), (2, 4, 9, 9)),
+    (lambda: nn.Conv3d(2, 3, 2), (1, 2, 5, 5, 5)),
+    (lambda: nn.ConvTranspose2d(3, 2, 3, stride=2, output_padding=1), (2, 3, 5, 5)),
+    (lambda: nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last), (2, 3, 8, 8)),
+], ids=["conv1d", "conv2d-nobias", "conv2d-groups-dilation", "conv3d", "conv-transpose2d", "channels-last"])
+def test_convolution_forward_and_backward_match_the_cpu(make, shape):
+    torch.manual_seed(0)
+    module = make()
+    x = torch.randn(shape, requires_grad=True)
+    if "channels" in str(module.weight.stride()) or module.weight.is_contiguous(memory_format=torch.channels_last):
+        x = x.detach().to(memory_format=torch.channels_last).requires_grad_()
+    device_module = copy.deepcopy(module).to(DEV)
+    xd = x.detach().to(DEV).requires_grad_()
+    expected, actual = module(x), device_module(xd)
+    expected.square().sum().backward()
+    actual.square().sum().backward()
+    torch.testing.assert_close(actual.cpu(), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, atol=1e-5, rtol=1e-5)
+    for p, q in zip(device_module.parameters(), module.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+@pytest.mark.parametrize("bias", [True, False])
+def test_recurrent_layers_match_the_cpu(cls, bias):
+    torch.manual_seed(0)
+    rnn = cls(4, 5, num_layers=2, bias=bias, batch_first=True)
+    x = torch.randn(3, 6, 4)
+    device_rnn = copy.deepcopy(rnn).to(DEV)
+    out, _ = rnn(x)
+    device_out, _ = device_rnn(x.to(DEV))
+    out.sum().backward()
+    device_out.sum().backward()
+    torch.testing.assert_close(device_out.cpu(), out, atol=1e-5, rtol=1e-5)
+    for p, q in zip(device_rnn.parameters(), rnn.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell])
+def test_fused_cells_gradcheck(cls):
+    torch.manual_seed(0)
+    cell = cls(3, 4).double().to(DEV)
+    x = torch.randn(2, 3, dtype=torch.float64, device=DEV, requires_grad=True)
+    h = torch.randn(2, 4, dtype=torch.float64, device=DEV, requires_grad=True)
+    if cls is nn.LSTMCell:
+        c = torch.randn(2, 4, dtype=torch.float64, device=DEV, requires_grad=True)
+        assert torch.autograd.gradcheck(lambda x, h, c: cell(x, (h, c)), (x, h, c))
+    else:
+        assert torch.autograd.gradcheck(lambda x, h: cell(x, h), (x, h))
+
+
+# ---- 4. conjugate and negative views -------------------------------------------
+
+def test_conjugate_and_negative_views_copy_out_resolved():
+    x = torch.randn(4, 3, dtype=torch.complex64)
+    xd = x.to(DEV)
+    torch.testing.assert_close(xd.conj().cpu(), x.conj())
+    torch.testing.assert_close(torch._neg_view(xd).cpu(), torch._neg_view(x))
+    torch.testing.assert_close(xd.conj().clone().cpu(), x.conj().clone())
+    torch.testing.assert_close((xd.conj() * 2).cpu(), x.conj() * 2)
+
+
+@pytest.mark.parametrize("fn", [torch.fft.ifft, torch.fft.hfft, lambda t: torch.fft.ihfft(t.real), lambda t: torch.fft.irfft(t)])
+def test_fft_family_matches_the_cpu(fn):
+    x = torch.randn(8, dtype=torch.complex64)
+    torch.testing.assert_close(fn(x.to(DEV)).cpu(), fn(x), atol=1e-5, rtol=1e-5)
+
+
+def test_eig_backward_matches_the_cpu():
+    torch.manual_seed(0)
+    a = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    ad = a.detach().to(DEV).requires_grad_()
+    for t in (a, ad):
+        w, v = torch.linalg.eig(t)
+        (w.abs().sum() + v.abs().sum()).backward()
+    torch.testing.assert_close(ad.grad.cpu(), a.grad)
+
+
+# ---- 5. views are views -----------------------------------------------------------
+
+def test_unfold_view_as_real_and_view_as_complex_write_through_to_their_base():
+    x = torch.arange(10.0, device=DEV)
+    x.unfold(0, 3, 2).fill_(-1)
+    assert x.cpu().tolist() == [-1.0] * 9 + [9.0]
+    z = torch.ones(3, dtype=torch.complex64, device=DEV)
+    torch.view_as_real(z)[:, 1] = 5
+    assert z.cpu().tolist() == [1 + 5j] * 3
+    r = torch.zeros(3, 2, device=DEV)
+    torch.view_as_complex(r).mul_(0).add_(2 + 3j)
+    assert r.cpu().tolist() == [[2.0, 3.0]] * 3
+    assert torch.view_as_real(z)._base is z
+
+
+def test_bilinear_with_a_batch_matches_the_cpu():
+    torch.manual_seed(0)
+    m = nn.Bilinear(3, 4, 5)
+    a, b = torch.randn(6, 3), torch.randn(6, 4)
+    torch.testing.assert_close(copy.deepcopy(m).to(DEV)(a.to(DEV), b.to(DEV)).cpu(), m(a, b), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: torch.linalg.qr(a)[0].sum() + torch.linalg.qr(a)[1].sum(),
+    lambda a: torch.linalg.eigh(a @ a.mT)[1].abs().sum(),
+    lambda a: torch.linalg.householder_product(a, torch.tensor([0.5, 0.25], dtype=a.dtype, device=a.device)).sum(),
+], ids=["qr", "eigh", "householder_product"])
+def test_linear_algebra_gradients_match_the_cpu(fn):
+    torch.manual_seed(0)
+    a = torch.randn(4, 3, dtype=torch.float64)
+    if "eigh" in str(fn):
+        a = torch.randn(3, 3, dtype=torch.float64)
+    ad = a.to(DEV).requires_grad_()
+    a.requires_grad_()
+    fn(a).backward()
+    fn(ad).backward()
+    torch.testing.assert_close(ad.grad.cpu(), a.grad)
+
+
+# ---- 6. random numbers come from the device's generator -----------------------------
+
+RANDOM_OPS = {
+    "dropout": lambda: F.dropout(torch.ones(64, device=DEV), 0.5),
+    "randperm": lambda: torch.randperm(32, device=DEV),
+    "bernoulli": lambda: torch.bernoulli(torch.full((64,), 0.5, device=DEV)),
+    "multinomial": lambda: torch.multinomial(torch.ones(8, device=DEV), 4),
+    "normal": lambda: torch.normal(torch.zeros(16, device=DEV), torch.ones(16, device=DEV)),
+    "exponential_": lambda: torch.empty(16, device=DEV).exponential_(),
+    "rrelu": lambda: F.rrelu(-torch.ones(16, device=DEV), training=True),
+    "randn": lambda: torch.randn(16, device=DEV),
+}
+
+
+@pytest.mark.parametrize("name", list(RANDOM_OPS))
+def test_random_ops_follow_the_device_seed_and_not_the_cpu_seed(name):
+    draw = RANDOM_OPS[name]
+    torch.simhpu.manual_seed(1)
+    first = draw().cpu()
+    torch.simhpu.manual_seed(1)
+    torch.rand(100)  # drawing from the CPU's generator must not matter
+    again = draw().cpu()
+    torch.testing.assert_close(again, first)
+    different = draw().cpu()  # the sequence moves on
+    assert not torch.equal(different, first) or name == "multinomial"
+
+
+def test_a_device_generator_is_accepted_and_private():
+    g = torch.Generator(device=DEV).manual_seed(5)
+    a = torch.bernoulli(torch.full((64,), 0.5, device=DEV), generator=g).cpu()
+    g.manual_seed(5)
+    torch.randn(10, device=DEV)  # the default generator's draws do not disturb g
+    b = torch.bernoulli(torch.full((64,), 0.5, device=DEV), generator=g).cpu()
+    torch.testing.assert_close(a, b)
+    with pytest.raises(RuntimeError, match="generator"):
+        torch.bernoulli(torch.full((4,), 0.5, device=DEV), generator=torch.Generator().manual_seed(1))
+
+
+def test_dropout_keeps_the_expected_fraction_and_scale():
+    torch.simhpu.manual_seed(0)
+    out = F.dropout(torch.ones(100_000, device=DEV), 0.3).cpu()
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.01
+    torch.testing.assert_close(out[kept], torch.full_like(out[kept], 1 / 0.7))
+
+
+# ---- 7. device checks as CUDA's -------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda: torch.ones(3, device=DEV) @ torch.ones(3, 2),
+    lambda: torch.cat([torch.ones(2, device=DEV), torch.ones(2)]),
+    lambda: nn.Linear(3, 2).to("simhpu:1")(torch.ones(1, 3, device="simhpu:0")),
+    lambda: torch.ones(2, 2, device=DEV).exp_().mm(torch.ones(2, 2, device="simhpu:1")),
+], ids=["matmul-cpu", "cat-cpu", "linear-other-device", "mm-other-device"])
+def test_tensors_on_different_devices_are_refused(call):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        call()
+    assert (torch.ones(2, device=DEV) * 3).cpu().tolist() == [3.0, 3.0]
+
+
+def test_cpu_scalars_and_cpu_indices_are_accepted_as_on_cuda():
+    x = torch.arange(6.0, device=DEV)
+    assert (x * torch.tensor(2.0)).cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    assert x[torch.tensor([0, 5])].cpu().tolist() == [0.0, 5.0]
+
+
+# ---- 8. Module.to keeps parameters (and tied weights) ---------------------------------
+
+def test_module_to_keeps_parameter_objects_and_ties():
+    torch.manual_seed(0)
+    emb = nn.Embedding(10, 4)
+    head = nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight
+    model = nn.ModuleDict({"emb": emb, "head": head})
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)  # built before .to(), as many scripts do
+    weight = emb.weight
+    model.to(DEV)
+    assert model["emb"].weight is weight and model["head"].weight is model["emb"].weight
+    assert weight.device.type == DEV
+    before = weight.detach().cpu().clone()
+    loss = model["head"](model["emb"](torch.tensor([1, 2], device=DEV))).sum()
+    loss.backward()
+    opt.step()
+    assert not torch.equal(weight.detach().cpu(), before)  # the optimizer updated the model's tensor
+
+
+def test_has_compatible_shallow_copy_type_as_cuda():
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1, device=DEV))
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1, device=DEV), torch.ones(1))
+
+
+# ---- 9. loading with `import torch`, and the late import ---------------------------------
+
+def _python(code, **env):
+    # Outside the source tree: its torch_simhpu/ folder would shadow the installed package.
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=300, cwd=os.path.dirname(sys.executable))
+
+
+def test_import_torch_loads_the_device():
+    r = _python("import torch; print(torch.randn(2, device='simhpu').device, "
+                "'torch_simhpu' in __import__('sys').modules)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["simhpu:0", "True"]
+
+
+def test_backward_works_when_loaded_by_import_torch_after_a_cpu_backward():
+    r = _python("import torch\n"
+                "x = torch.ones(2, requires_grad=True); x.sum().backward()\n"
+                "y = torch.ones(2, device='simhpu', requires_grad=True); (y * 2).sum().backward()\n"
+                "print(y.grad.cpu().tolist())")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_late_import_after_a_backward_is_a_clear_error():
+    r = _python("import torch\n"
+                "x = torch.ones(2, requires_grad=True); x.sum().backward()\n"
+                "import torch_simhpu", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert r.returncode != 0
+    assert "ImportError: torch_simhpu was imported after a backward pass" in r.stderr
+    assert "TORCH_DEVICE_BACKEND_AUTOLOAD" in r.stderr
+
+
+# ---- 10. asynchronous, counted, no host synchronisation --------------------------
+
+def test_reference_ops_return_before_the_device_ran_them():
+    x = torch.ones(1000, device=DEV)
+    torch.simhpu.synchronize()
+    torch_simhpu._C._sleep_on_device(x, 200_000)  # the stream is busy for 0.2 s
+    start = time.perf_counter()
+    y = x.exp().cumsum(0).sin()  # reference-path ops: queued behind the sleep
+    launched = time.perf_counter() - start
+    assert launched < 0.1, f"launching took {launched:.3f} s: it waited for the device"
+    torch.testing.assert_close(y.cpu(), torch.ones(1000).exp().cumsum(0).sin())
+
+
+def test_reference_ops_keep_stream_order_across_streams():
+    side = torch.simhpu.Stream()
+    x = torch.zeros(4096, device=DEV)
+    torch.simhpu.synchronize()
+    with torch.simhpu.stream(side):
+        torch_simhpu._C._sleep_on_device(x, 100_000)
+        x.add_(1)  # reference path, on the side stream, after the sleep
+    torch.simhpu.current_stream().wait_stream(side)
+    y = x.mul(2)  # on the default stream: must see the side stream's write
+    assert y.cpu().eq(2).all()
+
+
+def test_route_counts_and_no_host_synchronisation_for_shape_known_ops():
+    x = torch.randn(8, 8, device=DEV)
+    with torch.simhpu.op_routes() as routes:
+        y = x.exp().softmax(-1).mm(x).relu_()
+        torch.nonzero(y > 0)
+        y.sum().item()
+    assert routes.total("synchronized") == 2
+    assert set(routes.ops("synchronized")) == {"aten::nonzero", "aten::_local_scalar_dense"}
+    assert "aten::exp.out" in routes.ops("reference")
+    assert routes.counts["aten::exp.out"]["reference"] == 1
+    assert "synchronized" in str(routes)
+    with pytest.raises(ValueError, match="route must be one of"):
+        routes.ops("nowhere")
+
+
+# ---- 11. errors name the operator, not the CPU backend ----------------------------
+
+def test_kernel_failure_is_asynchronous_and_names_the_op_and_the_launch_site():
+    idx = torch.tensor([[0, 7]], device=DEV)
+    target = torch.zeros(1, 2, device=DEV)
+    target.scatter_(1, idx, 1.0)  # index 7 is out of range: fails on the device
+    with pytest.raises(RuntimeError) as err:
+        torch.simhpu.synchronize()
+    message = str(err.value)
+    assert "aten::scatter" in message and "test_reference_path.py" in message
+    assert "'CPU' backend" not in message
+    assert (torch.ones(2, device=DEV) + 1).cpu().tolist() == [2.0, 2.0]
+
+
+def test_op_without_any_kernel_is_a_clear_not_implemented_error():
+    with pytest.raises(NotImplementedError, match="_thnn_fused_lstm_cell_backward_impl|no CPU kernel|simhpu"):
+        torch.ops.aten._cudnn_rnn_flatten_weight(
+            [torch.ones(1, device=DEV)], 1, 1, 1, 1, 1, 1, False, False)
+
+
+def test_errors_raised_at_launch_are_the_cpus_and_name_the_op():
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(3\) must match the size of tensor b \(4\)"):
+        torch.ones(3, device=DEV).atan2(torch.ones(4, device=DEV))
+    with pytest.raises(IndexError, match=r"Dimension out of range.*aten::unique_dim"):
+        torch.unique(torch.ones(3, device=DEV), dim=5)
+    assert (torch.ones(2, device=DEV) + 1).cpu().tolist() == [2.0, 2.0]
+
+
+# ---- fallback controls (PyTorch's PrivateUse1 guide) ---------------------------------
+
+def test_selective_fallback_refuses_unlisted_ops_with_a_way_to_allow_them():
+    x = torch.ones(3, device=DEV)
+    with torch.simhpu.fallback("selective", ["aten::sin", "cos"]):
+        assert x.sin().cpu().allclose(torch.ones(3).sin())
+        assert x.cos().cpu().allclose(torch.ones(3).cos())
+        with pytest.raises(NotImplementedError, match=r"aten::exp.*selective.*SIMHPU_FALLBACK_OPS"):
+            x.exp()
+        assert (x + x).cpu().tolist() == [2.0] * 3  # a dedicated kernel needs no permission
+    assert torch.simhpu.get_fallback() == ("global", [])
+    assert x.exp().cpu().allclose(torch.ones(3).exp())
+
+
+def test_blocklist_fallback_refuses_only_the_listed_ops():
+    x = torch.ones(3, device=DEV)
+    with torch.simhpu.fallback("blocklist", ["exp"]):
+        with pytest.raises(NotImplementedError, match="aten::exp"):
+            x.exp()
+        x.sin()
+
+
+def test_fallback_policy_from_the_environment():
+    r = _python("import torch\n"
+                "x = torch.ones(2, device='simhpu'); x.sin()\n"
+                "try:\n    x.exp()\nexcept NotImplementedError as e:\n    print('refused')",
+                SIMHPU_FALLBACK="selective", SIMHPU_FALLBACK_OPS="aten::sin, fill_")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "refused"
+    bad = _python("import torch; torch.ones(2, device='simhpu').exp()", SIMHPU_FALLBACK="sometimes")
+    assert bad.returncode != 0 and "SIMHPU_FALLBACK" in bad.stderr and "'selective'" in bad.stderr
+
+
+def test_bad_fallback_mode_from_python():
+    with pytest.raises(ValueError, match="expected 'global', 'selective' or 'blocklist'"):
+        torch.simhpu.set_fallback("some")
+    with pytest.raises(TypeError, match="list of operator names"):
+        torch.simhpu.set_fallback("selective", "aten::exp")
