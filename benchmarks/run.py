@@ -23,6 +23,7 @@ import torch_simhpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import reference_path  # noqa: E402
 
 ROUNDS = 5
 
@@ -275,6 +276,7 @@ def main():
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}", flush=True)
     rows = launch_rows() + [launch_blocking_row()] + add_rows() + elementwise_rows() + reduction_rows()
+    rows += reference_path.rows(Row, best_pair, torch)
     rows.append(codegen_row())
     if not args.no_build:
         rows += build_rows()

@@ -381,6 +381,15 @@ def test_kernel_failure_is_asynchronous_and_names_the_op_and_the_launch_site():
     assert (torch.ones(2, device=DEV) + 1).cpu().tolist() == [2.0, 2.0]
 
 
+def test_a_failure_nobody_synchronised_fails_the_program_at_exit():
+    r = _python("import torch\n"
+                "t = torch.zeros(1, 2, device='simhpu')\n"
+                "t.scatter_(1, torch.tensor([[0, 9]], device='simhpu'), 1.0)\n")
+    assert r.returncode == 1
+    assert "a kernel failed and no synchronising call reported it" in r.stderr
+    assert "aten::scatter" in r.stderr and "index 9 is out of bounds" in r.stderr
+
+
 def test_op_without_any_kernel_is_a_clear_not_implemented_error():
     with pytest.raises(NotImplementedError, match="_thnn_fused_lstm_cell_backward_impl|no CPU kernel|simhpu"):
         torch.ops.aten._cudnn_rnn_flatten_weight(

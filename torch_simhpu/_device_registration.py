@@ -1,5 +1,7 @@
 """Makes PyTorch know the device as "simhpu" (done once, at import)."""
 import atexit
+import os
+import sys
 
 import torch
 
@@ -13,9 +15,25 @@ def register() -> None:
     torch._register_device_module(DEVICE_TYPE, device)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
-    # Kernels still queued at exit must finish before the interpreter tears down.
-    atexit.register(_C._synchronize_all)
+    atexit.register(_drain_at_exit)
     _check_autograd_engine()
+
+
+def _drain_at_exit() -> None:
+    """Kernels still queued at exit finish before the interpreter tears down.
+
+    A kernel that failed with nobody left to observe it still fails the program:
+    the error is printed and the exit status is 1 (an exception raised here would
+    only be printed as "ignored", with status 0).
+    """
+    if _C._is_in_bad_fork():
+        return  # a forked child: the device was never its own
+    try:
+        _C._synchronize_all()
+    except Exception as error:  # noqa: BLE001 - any failure is the program's failure
+        sys.stderr.write(f"simhpu: a kernel failed and no synchronising call reported it before exit:\n{error}\n")
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def _check_autograd_engine() -> None:
