@@ -344,12 +344,15 @@ def test_reference_ops_keep_stream_order_across_streams():
     side = torch.simhpu.Stream()
     x = torch.zeros(4096, device=DEV)
     torch.simhpu.synchronize()
-    with torch.simhpu.stream(side):
-        torch_simhpu._C._sleep_on_device(x, 100_000)
-        x.add_(1)  # reference path, on the side stream, after the sleep
-    torch.simhpu.current_stream().wait_stream(side)
-    y = x.mul(2)  # on the default stream: must see the side stream's write
-    assert y.cpu().eq(2).all()
+    with torch.simhpu.op_routes() as routes:
+        with torch.simhpu.stream(side):
+            torch_simhpu._C._sleep_on_device(x, 100_000)
+            x.add_(1)  # reference path, on the side stream, after the sleep
+        torch.simhpu.current_stream().wait_stream(side)
+        y = x.cumsum(0)  # reference path, on the default stream: must see the side stream's write
+    # Neither waited on the host: only the streams' order can make this right.
+    assert routes.total("synchronized") == 0 and routes.total("reference") == 2
+    assert y.cpu().equal(torch.arange(1.0, 4097.0))
 
 
 def test_route_counts_and_no_host_synchronisation_for_shape_known_ops():

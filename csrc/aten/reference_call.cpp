@@ -55,9 +55,10 @@ at::Tensor snapshot(const at::Tensor& t) {
 
 // Random ops draw from the device's generator, in launch order: each launch
 // takes a seed from it and gives the kernel a CPU generator of its own.
-c10::IValue generator_for_launch(const c10::IValue& given, c10::Device device) {
+c10::IValue generator_for_launch(const ReferenceOp& ref, const c10::IValue& given, c10::Device device) {
   at::Generator chosen = given.isNone() ? default_generator(device.index()) : given.toGenerator();
-  TORCH_CHECK(chosen.device() == device, "expected a generator of ", device, ", got one of ", chosen.device());
+  TORCH_CHECK(chosen.device() == device, ref.name, ": expected a generator of ", device, ", got one of ",
+              chosen.device());
   auto* g = chosen.get<SimhpuGenerator>();
   uint64_t seed;
   {
@@ -197,7 +198,7 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
         break;
       }
       case ReferenceOp::Arg::Generator:
-        record.args.emplace_back(generator_for_launch(arg, device));
+        record.args.emplace_back(generator_for_launch(ref, arg, device));
         break;
       case ReferenceOp::Arg::Other:
         if (arg.isDevice() && arg.toDevice().is_privateuseone()) {
