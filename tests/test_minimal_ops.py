@@ -136,8 +136,8 @@ def test_official_ops_promote_and_take_python_scalars():
 
 
 def test_official_op_on_two_devices_is_an_error():
-    with pytest.raises(RuntimeError, match=r"aten::add.Tensor: expected all tensors on one device, "
-                                           r"but found simhpu:0 and simhpu:1"):
+    with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device, but found at least "
+                                           r"two devices, simhpu:0 and simhpu:1! \(in aten::add.Tensor\)"):
         torch.randn(3).to("simhpu:0") + torch.randn(3).to("simhpu:1")
     torch.testing.assert_close((torch.ones(2).simhpu() + 1).cpu(), torch.full((2,), 2.0))
 

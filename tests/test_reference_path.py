@@ -370,6 +370,18 @@ def test_route_counts_and_no_host_synchronisation_for_shape_known_ops():
         routes.ops("nowhere")
 
 
+def test_remembered_meta_results_follow_the_default_dtype():
+    first = torch.arange(4.0, device=DEV)  # the float dtype of arange comes from the default dtype
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        second = torch.arange(4.0, device=DEV)
+    finally:
+        torch.set_default_dtype(old)
+    assert first.dtype == torch.float32 and second.dtype == torch.float64
+    assert second.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 # ---- 11. errors name the operator, not the CPU backend ----------------------------
 
 def test_kernel_failure_is_asynchronous_and_names_the_op_and_the_launch_site():

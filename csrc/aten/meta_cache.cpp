@@ -1,5 +1,7 @@
 #include "aten/meta_cache.h"
 
+#include <c10/core/DefaultDtype.h>
+
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -124,6 +126,8 @@ bool MetaSignature::build(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> arg
   storages_.clear();
   tensors_.clear();
   words_.push_back(reinterpret_cast<int64_t>(&ref));
+  // Factory functions given no dtype use the default one.
+  words_.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   for (const c10::IValue& arg : args) {
     if (!add(arg)) return false;
   }

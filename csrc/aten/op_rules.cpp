@@ -292,8 +292,10 @@ void check_one_device(const char* op, std::initializer_list<at::Tensor> tensors)
     if (!t.defined() || !t.is_privateuseone()) {
       continue;
     }
-    TORCH_CHECK(!device || *device == t.device(), op, ": expected all tensors on one device, but found ",
-                *device, " and ", t.device());
+    // CUDA's words, so code that matches on them works here too.
+    TORCH_CHECK(!device || *device == t.device(),
+                "Expected all tensors to be on the same device, but found at least two devices, ", *device, " and ",
+                t.device(), "! (in ", op, ")");
     device = t.device();
   }
 }
