@@ -143,17 +143,33 @@ class HostAliases {
   std::vector<at::Tensor> made_;  // in encoding order, for DeviceTensor::same_as
 };
 
-void copy_into(HostAliases& aliases, const KernelArg& destination, const c10::IValue& result) {
+// The outputs were shaped by the meta kernel before the CPU kernel ran; if the
+// two disagree, copy_ might broadcast or convert silently, so it is an error.
+void fill(const ReferenceOp& ref, at::Tensor destination, const at::Tensor& result) {
+  if (!result.defined() || !destination.defined()) {
+    TORCH_CHECK(result.defined() == destination.defined() || (destination.defined() && destination.numel() == 0),
+                ref.name, ": its meta kernel and its CPU kernel disagree on whether an output exists");
+    return;
+  }
+  TORCH_CHECK(destination.sizes() == result.sizes() && destination.scalar_type() == result.scalar_type(),
+              ref.name, ": its meta kernel promised an output of shape ", destination.sizes(), " and dtype ",
+              destination.scalar_type(), ", its CPU kernel made one of shape ", result.sizes(), " and dtype ",
+              result.scalar_type(), " (simhpu runs such calls synchronised once they are known: see "
+              "meta_differs_for in csrc/aten/reference_op.cpp)");
+  destination.copy_(result);
+}
+
+void copy_into(const ReferenceOp& ref, HostAliases& aliases, const KernelArg& destination, const c10::IValue& result) {
   if (const auto* d = std::get_if<DeviceTensor>(&destination)) {
-    if (result.isTensor() && result.toTensor().defined()) {
-      aliases.tensor(*d).copy_(result.toTensor());
+    if (result.isTensor()) {
+      fill(ref, aliases.tensor(*d), result.toTensor());
     }
   } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&destination)) {
     const auto results = result.toTensorVector();
+    TORCH_CHECK(results.size() == list->size(), ref.name, ": its meta kernel promised ", list->size(),
+                " outputs, its CPU kernel made ", results.size());
     for (size_t i = 0; i < list->size(); ++i) {
-      if (results[i].defined()) {
-        aliases.tensor((*list)[i]).copy_(results[i]);
-      }
+      fill(ref, aliases.tensor((*list)[i]), results[i]);
     }
   }
 }
@@ -247,7 +263,7 @@ torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
   size_t next_output = num_args;
   for (size_t r = 0; r < ref.return_alias.size(); ++r) {
     if (ref.return_alias[r] < 0) {
-      copy_into(aliases, record.args[next_output++], stack[r]);
+      copy_into(ref, aliases, record.args[next_output++], stack[r]);
     }
   }
   return {};
