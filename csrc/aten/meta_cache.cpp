@@ -8,23 +8,6 @@
 
 namespace simhpu {
 
-TensorShape TensorShape::of(const at::Tensor& t) {
-  TensorShape s;
-  if (!t.defined()) return s;
-  s.sizes.assign(t.sizes().begin(), t.sizes().end());
-  s.strides.assign(t.strides().begin(), t.strides().end());
-  s.storage_offset = t.storage_offset();
-  s.dtype = t.scalar_type();
-  s.conj = t.is_conj();
-  s.neg = t.is_neg();
-  return s;
-}
-
-bool TensorShape::matches(const at::Tensor& t) const {
-  return t.defined() && c10::IntArrayRef(sizes) == t.sizes() && c10::IntArrayRef(strides) == t.strides() &&
-      storage_offset == t.storage_offset();
-}
-
 namespace {
 
 // Tags that keep one kind of value from reading as another.

@@ -5,36 +5,15 @@
 // value. A meta kernel is a pure function of exactly these, so a repeated
 // signature (every step of a training loop) needs no meta kernel at all: many
 // of PyTorch's meta kernels are Python, tens of microseconds a call.
-#include "aten/reference_op.h"
+#include "aten/meta_call.h"
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
-#include <variant>
 #include <vector>
 
 namespace simhpu {
-
-struct TensorShape {
-  c10::SmallVector<int64_t, 6> sizes;
-  c10::SmallVector<int64_t, 6> strides;
-  int64_t storage_offset = 0;
-  c10::ScalarType dtype = c10::ScalarType::Undefined;  // Undefined: an undefined tensor
-  bool conj = false;
-  bool neg = false;
-
-  static TensorShape of(const at::Tensor& t);
-  bool matches(const at::Tensor& t) const;
-};
-
-struct MetaOutcome {
-  // Per return: a tensor's shape, a list of them, or a value worked out from metadata.
-  using Return = std::variant<TensorShape, std::vector<TensorShape>, c10::IValue>;
-  std::vector<Return> returns;
-  // Written tensor arguments the meta kernel resized or restrided, by position.
-  std::vector<std::pair<size_t, TensorShape>> written;
-};
 
 class MetaSignature {
  public:

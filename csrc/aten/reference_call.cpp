@@ -185,6 +185,12 @@ const KernelDef& reference_kernel() {
   return def;
 }
 
+void begin_reference_record(LaunchRecord& record, const ReferenceOp& ref) {
+  record.kernel = &reference_kernel();
+  record.op_name = ref.name.c_str();
+  record.payload = &ref;
+}
+
 void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args,
                       c10::Device device, bool snapshot_host_tensors) {
   SeenTensors seen;

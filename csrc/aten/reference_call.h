@@ -15,6 +15,9 @@ namespace simhpu {
 // The kernel every reference call launches (named "reference" in errors and traces).
 const KernelDef& reference_kernel();
 
+// Points `record` at the reference kernel for `ref` (before its arguments are encoded).
+void begin_reference_record(LaunchRecord& record, const ReferenceOp& ref);
+
 // Encodes the operator's arguments (device tensors, CPU scalars, a Generator
 // drawn from the device's generator, ...) into `record`. CPU tensors are
 // copied when `snapshot_host_tensors` (a launch that runs later), else passed as they are.

@@ -1,0 +1,135 @@
+#include "aten/synchronized_call.h"
+
+#include "aten/meta_call.h"
+#include "aten/op_routes.h"
+#include "aten/reference_call.h"
+#include "aten/resize.h"
+#include "runtime/generator.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/List.h>
+#include <ATen/ops/empty_strided.h>
+
+#include <mutex>
+
+namespace simhpu {
+namespace {
+
+// A kernel that draws from the CPU's default generator without taking one as
+// an argument: seed that generator from the device's for the call, then put
+// its state back, so torch.simhpu.manual_seed governs it and the CPU's
+// sequence is untouched.
+template <typename Body>
+void with_device_seeded_cpu_generator(c10::Device device, Body body) {
+  uint64_t seed;
+  {
+    auto* g = default_generator(device.index()).get<SimhpuGenerator>();
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    seed = g->engine().get<at::CPUGeneratorImpl>()->random64();
+  }
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  c10::intrusive_ptr<c10::TensorImpl> saved;
+  {
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    saved = cpu.get_state().getIntrusivePtr();
+    cpu.set_current_seed(seed);
+  }
+  try {
+    body();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    cpu.set_state(at::Tensor(saved));
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(cpu.mutex());
+  cpu.set_state(at::Tensor(saved));
+}
+
+at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
+  if (!host_result.defined()) return host_result;
+  const at::Tensor dense =
+      host_result.is_non_overlapping_and_dense() ? host_result : host_result.contiguous();
+  at::Tensor out = empty_device_tensor(TensorShape::of(dense));
+  host_alias(out).copy_(dense);
+  return out;
+}
+
+// A written device tensor as a CPU tensor the kernel may resize (CPU kernels
+// resize out= tensors, and some in-place kernels their self); written back after.
+at::Tensor resizable_host_copy(const at::Tensor& device_tensor) {
+  at::Tensor copy = at::empty_strided(device_tensor.sizes(), device_tensor.strides(),
+                                      device_tensor.options().device(at::kCPU));
+  copy.copy_(host_alias(device_tensor));
+  return copy;
+}
+
+void write_back(const at::Tensor& device_tensor, const at::Tensor& host) {
+  if (device_tensor.sizes() != host.sizes() || device_tensor.strides() != host.strides()) {
+    device_tensor.unsafeGetTensorImpl()->set_sizes_and_strides(host.sizes(), host.strides(),
+                                                               device_tensor.storage_offset());
+    ensure_storage_fits(device_tensor);
+  }
+  host_alias(device_tensor).copy_(host);
+}
+
+} // namespace
+
+void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
+  const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
+  synchronize_stream(current_stream(device.index()));
+  std::vector<c10::IValue> call_args(args.begin(), args.end());
+  std::vector<std::pair<size_t, at::Tensor>> outs;  // written arguments, by host copy
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (ref.arg_written[i] && args[i].isTensor() && args[i].toTensor().defined()) {
+      outs.emplace_back(i, resizable_host_copy(args[i].toTensor()));
+    }
+  }
+  // The copy stands for its tensor wherever that is passed (self and out= may be one).
+  for (auto& arg : call_args) {
+    for (const auto& [i, host] : outs) {
+      if (arg.isTensor() && arg.toTensor().unsafeGetTensorImpl() == args[i].toTensor().unsafeGetTensorImpl()) {
+        arg = host;
+      }
+    }
+  }
+  LaunchRecord record;
+  begin_reference_record(record, ref);
+  encode_arguments(record, ref, call_args, device, /*snapshot_host_tensors=*/false);
+  torch::jit::Stack host_results;
+  auto run = [&] {
+    try {
+      host_results = run_reference_call(record, /*fill_outputs=*/false);
+    } catch (c10::Error& e) {
+      e.add_context("simhpu: while running " + ref.name + " on the reference path");
+      throw;
+    }
+  };
+  if (ref.hidden_randomness) {
+    with_device_seeded_cpu_generator(device, run);
+  } else {
+    run();
+  }
+  for (const auto& [i, host] : outs) {
+    write_back(args[i].toTensor(), host);
+  }
+  std::vector<c10::IValue> results;
+  for (size_t r = 0; r < ref.return_alias.size(); ++r) {
+    const c10::IValue& h = host_results[r];
+    if (ref.return_alias[r] >= 0) {
+      results.push_back(args[ref.return_alias[r]]);
+    } else if (h.isTensor()) {
+      results.emplace_back(to_device(h.toTensor(), device));
+    } else if (h.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : h.toTensorVector()) list.push_back(to_device(t, device));
+      results.emplace_back(std::move(list));
+    } else {
+      results.push_back(h);
+    }
+  }
+  torch::jit::drop(*stack, ref.num_args());
+  for (auto& r : results) stack->push_back(std::move(r));
+  count_route(ref.name.c_str(), Route::Synchronized);
+}
+
+} // namespace simhpu
