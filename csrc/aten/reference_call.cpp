@@ -258,13 +258,28 @@ torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
   torch::jit::Stack stack;
   stack.reserve(record.args.size());
   const size_t num_args = ref.num_args();
+  c10::SmallVector<std::pair<at::Tensor, const DeviceTensor*>, 2> written;
   for (size_t i = 0; i < num_args; ++i) {
     stack.push_back(aliases.value(record.args[i], ref.args[i]));
+    const auto* d = std::get_if<DeviceTensor>(&record.args[i]);
+    if (ref.arg_written[i] && d != nullptr && stack.back().isTensor()) {
+      written.emplace_back(stack.back().toTensor(), d);
+    }
   }
   const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
   ref.op.redispatchBoxed(cpu, &stack);
   if (!fill_outputs) {
     return stack;
+  }
+  // The host gave these tensors the metadata the meta kernel announced; a
+  // CPU kernel that reshapes them otherwise would leave the two disagreeing.
+  for (const auto& [alias, d] : written) {
+    const bool strides_matter = alias.numel() > 0;
+    TORCH_CHECK(alias.sizes() == c10::IntArrayRef(d->sizes) &&
+                    (!strides_matter || alias.strides() == c10::IntArrayRef(d->strides)),
+                ref.name, ": its CPU kernel reshaped a written argument to ", alias.sizes(), " (strides ",
+                alias.strides(), "), where its meta kernel announced ", c10::IntArrayRef(d->sizes), " (strides ",
+                c10::IntArrayRef(d->strides), ")");
   }
   size_t next_output = num_args;
   for (size_t r = 0; r < ref.return_alias.size(); ++r) {
