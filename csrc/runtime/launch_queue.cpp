@@ -3,10 +3,7 @@
 #include "runtime/device.h"
 #include "runtime/trace.h"
 
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
-
-#include <omp.h>
 
 #include <pthread.h>
 #if defined(__linux__)
@@ -158,24 +155,6 @@ std::optional<std::string> run_record(LaunchRecord& record, bool poisoned) {
 
 thread_local bool on_worker_thread = false;
 
-// Kernels run on the host's cores. While a thread is busy launching, a worker
-// that started as many OpenMP threads as there are cores would have one of
-// them descheduled at every barrier (on 2 cores a GPT-2 step ran 1.6-1.9x
-// slower than on the CPU that way). So a worker uses one thread fewer while
-// launches keep arriving, and all of them once the launching threads went
-// quiet (waiting for the device, or done). Launches note their time here.
-std::atomic<int64_t> last_launch_ns{0};
-constexpr int64_t kLaunchesQuietAfterNs = 100'000;
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
-int kernel_threads(int all) {
-  const bool hosts_busy = steady_ns() - last_launch_ns.load(std::memory_order_relaxed) < kLaunchesQuietAfterNs;
-  return hosts_busy && all > 1 ? all - 1 : all;
-}
-
 std::atomic<bool> forked_child{false};
 
 void mark_forked_child() {
@@ -237,7 +216,6 @@ class LaunchQueue {
   }
 
   void publish(const LaunchRecord& record) {
-    last_launch_ns.store(steady_ns(), std::memory_order_relaxed);
     if (record.holds_references()) {
       ++holding_;
     }
@@ -330,8 +308,6 @@ class LaunchQueue {
 
   void work() {
     on_worker_thread = true;
-    const int all_threads = at::get_num_threads();
-    int threads = -1;
     uint64_t head = 0;
     for (;;) {
       uint64_t available = tail_.load(std::memory_order_acquire);
@@ -339,10 +315,6 @@ class LaunchQueue {
         available = wait_for_work(head);
       }
       for (; head < available; ++head) {
-        if (const int wanted = kernel_threads(all_threads); wanted != threads) {
-          threads = wanted;
-          omp_set_num_threads(threads);
-        }
         run(ring_[head % kQueueCapacity]);
         // A host going to sleep either sees this progress or is counted in
         // host_sleepers_ and woken (see light_fence).
