@@ -56,9 +56,7 @@ void run_view(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first) {
   count_route(ref.name.c_str(), Route::Dedicated);
 }
 
-// An empty out= tensor asks the kernel to size it; out= kernels that do so
-// their own way (and not as their meta kernels say) are common enough that
-// such calls take the synchronised route, where the CPU kernel may resize.
+// An empty out= tensor asks the kernel to size it (see EmptyOuts below).
 bool has_empty_out_argument(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (ref.arg_is_out[i] && args[i].isTensor() && args[i].toTensor().defined() &&
