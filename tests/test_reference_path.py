@@ -370,6 +370,26 @@ def test_route_counts_and_no_host_synchronisation_for_shape_known_ops():
         routes.ops("nowhere")
 
 
+def test_empty_out_tensors_are_sized_like_the_cpu_and_then_launched_asynchronously():
+    x = torch.arange(1.0, 7.0, device=DEV)
+    for _ in range(2):  # the first call of an op may run synchronised, to check its meta kernel
+        out = torch.empty(0, device=DEV)
+        torch.cumprod(x, 0, out=out)
+    with torch.simhpu.op_routes() as routes:
+        out = torch.empty(0, device=DEV)
+        torch.cumprod(x, 0, out=out)
+    assert routes.ops("synchronized") == [] and routes.total("reference") == 1
+    torch.testing.assert_close(out.cpu(), torch.arange(1.0, 7.0).cumprod(0))
+
+
+def test_growing_a_storage_that_holds_data_is_counted_as_a_wait():
+    out = torch.ones(2, device=DEV)
+    with torch.simhpu.op_routes() as routes:
+        out.resize_(1000)
+    assert routes.total("synchronized") == 1
+    assert out.cpu()[:2].tolist() == [1.0, 1.0]
+
+
 def test_remembered_meta_results_follow_the_default_dtype():
     first = torch.arange(4.0, device=DEV)  # the float dtype of arange comes from the default dtype
     old = torch.get_default_dtype()

@@ -1,5 +1,6 @@
 #include "aten/resize.h"
 
+#include "aten/op_routes.h"
 #include "runtime/device_memory.h"
 #include "runtime/launch_queue.h"
 
@@ -16,6 +17,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   // The old contents are copied on the host, so kernels still writing them
   // must finish; an empty storage (a fresh out= tensor) has nothing to keep.
   if (storage.nbytes() > 0) {
+    count_route("resize (growing a storage that holds data)", Route::Synchronized);
     synchronize_device(storage.device().index());
   }
   const c10::DeviceGuard guard(storage.device());
