@@ -21,33 +21,45 @@ namespace {
 
 // ---- The three routes ------------------------------------------------------
 
+at::Tensor make_view(const at::Tensor& base, const TensorShape& shape) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
+                                                   base.key_set(), c10::scalarTypeToTypeMeta(shape.dtype));
+  impl->set_sizes_and_strides(shape.sizes, shape.strides, shape.storage_offset);
+  at::Tensor view(std::move(impl));
+  view._set_conj(shape.conj);
+  view._set_neg(shape.neg);
+  return view;
+}
+
 void run_view(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first) {
-  MetaArguments meta;
-  torch::jit::Stack meta_stack;
-  for (size_t i = 0; i < ref.num_args(); ++i) meta_stack.push_back(meta.value((*stack)[first + i], ref.args[i]));
-  if (!run_meta(ref, meta_stack)) {
-    // The meta kernel rejected the arguments: run it again for its error.
-    ref.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+  const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
+  MetaSignature signature;
+  const bool cacheable = signature.build(ref, args);
+  const MetaOutcome* outcome = cacheable ? cached_meta(signature) : nullptr;
+  std::optional<MetaOutcome> fresh;
+  if (outcome == nullptr) {
+    fresh = ask_meta(ref, args);
+    if (!fresh) {
+      // The meta kernel rejected the arguments: run it again for its error.
+      MetaArguments meta;
+      torch::jit::Stack meta_stack;
+      for (size_t i = 0; i < ref.num_args(); ++i) meta_stack.push_back(meta.value(args[i], ref.args[i]));
+      ref.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+      TORCH_CHECK(false, ref.name, ": its meta kernel cannot describe this view");
+    }
+    if (cacheable) remember_meta(std::move(signature), *fresh);
+    outcome = &*fresh;
   }
-  auto make_view = [&](const at::Tensor& base, const at::Tensor& shape) {
-    auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
-                                                     base.key_set(), shape.dtype());
-    impl->set_sizes_and_strides(shape.sizes(), shape.strides(), shape.storage_offset());
-    at::Tensor view(std::move(impl));
-    view._set_conj(shape.is_conj());
-    view._set_neg(shape.is_neg());
-    return view;
-  };
   std::vector<c10::IValue> results;
   for (size_t r = 0; r < ref.return_alias.size(); ++r) {
     const int base_index = ref.return_alias[r];
     TORCH_INTERNAL_ASSERT(base_index >= 0, ref.name, ": a view whose base argument is unknown");
-    const at::Tensor& base = (*stack)[first + base_index].toTensor();
-    if (meta_stack[r].isTensor()) {
-      results.emplace_back(make_view(base, meta_stack[r].toTensor()));
+    const at::Tensor& base = args[base_index].toTensor();
+    if (const auto* shape = std::get_if<TensorShape>(&outcome->returns[r])) {
+      results.emplace_back(make_view(base, *shape));
     } else {
       c10::List<at::Tensor> views;
-      for (const at::Tensor& shape : meta_stack[r].toTensorVector()) views.push_back(make_view(base, shape));
+      for (const auto& s : std::get<std::vector<TensorShape>>(outcome->returns[r])) views.push_back(make_view(base, s));
       results.emplace_back(std::move(views));
     }
   }
