@@ -21,6 +21,22 @@ namespace {
 
 // ---- The three routes ------------------------------------------------------
 
+// What the meta kernel says of this call: the outcome remembered for its
+// signature, or a fresh one (held in `fresh`; remembered if `remember`). Null
+// when the meta kernel cannot tell.
+const MetaOutcome* meta_outcome(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args,
+                                std::optional<MetaOutcome>& fresh, bool remember) {
+  MetaSignature signature;
+  const bool cacheable = signature.build(ref, args);
+  if (cacheable) {
+    if (const MetaOutcome* known = cached_meta(signature)) return known;
+  }
+  fresh = ask_meta(ref, args);
+  if (!fresh) return nullptr;
+  if (cacheable && remember) remember_meta(std::move(signature), *fresh);
+  return &*fresh;
+}
+
 at::Tensor make_view(const at::Tensor& base, const TensorShape& shape) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
                                                    base.key_set(), c10::scalarTypeToTypeMeta(shape.dtype));
@@ -33,22 +49,15 @@ at::Tensor make_view(const at::Tensor& base, const TensorShape& shape) {
 
 void run_view(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first) {
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
-  MetaSignature signature;
-  const bool cacheable = signature.build(ref, args);
-  const MetaOutcome* outcome = cacheable ? cached_meta(signature) : nullptr;
   std::optional<MetaOutcome> fresh;
+  const MetaOutcome* outcome = meta_outcome(ref, args, fresh, /*remember=*/true);
   if (outcome == nullptr) {
-    fresh = ask_meta(ref, args);
-    if (!fresh) {
-      // The meta kernel rejected the arguments: run it again for its error.
-      MetaArguments meta;
-      torch::jit::Stack meta_stack;
-      for (size_t i = 0; i < ref.num_args(); ++i) meta_stack.push_back(meta.value(args[i], ref.args[i]));
-      ref.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
-      TORCH_CHECK(false, ref.name, ": its meta kernel cannot describe this view");
-    }
-    if (cacheable) remember_meta(std::move(signature), *fresh);
-    outcome = &*fresh;
+    // The meta kernel rejected the arguments: run it again for its error.
+    MetaArguments meta;
+    torch::jit::Stack meta_stack;
+    for (size_t i = 0; i < ref.num_args(); ++i) meta_stack.push_back(meta.value(args[i], ref.args[i]));
+    ref.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    TORCH_CHECK(false, ref.name, ": its meta kernel cannot describe this view");
   }
   std::vector<c10::IValue> results;
   for (size_t r = 0; r < ref.return_alias.size(); ++r) {
@@ -125,17 +134,10 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
   if (empty == EmptyOuts::Distrusted || (ref.meta_differs != nullptr && ref.meta_differs(args))) {
     return false;
   }
-  MetaSignature signature;
-  const bool cacheable = signature.build(ref, args);
-  const MetaOutcome* outcome = cacheable ? cached_meta(signature) : nullptr;
   std::optional<MetaOutcome> fresh;
-  if (outcome == nullptr) {
-    fresh = ask_meta(ref, args);
-    if (!fresh) return false;
-    if (empty == EmptyOuts::Learn) return run_synchronized_and_learn(ref, stack, first, device, *fresh);
-    if (cacheable) remember_meta(std::move(signature), *fresh);
-    outcome = &*fresh;
-  }
+  const MetaOutcome* outcome = meta_outcome(ref, args, fresh, /*remember=*/empty != EmptyOuts::Learn);
+  if (outcome == nullptr) return false;
+  if (empty == EmptyOuts::Learn && fresh) return run_synchronized_and_learn(ref, stack, first, device, *fresh);
   for (const auto& [i, shape] : outcome->written) {
     const at::Tensor& t = args[i].toTensor();
     t.unsafeGetTensorImpl()->set_sizes_and_strides(shape.sizes, shape.strides, shape.storage_offset);
