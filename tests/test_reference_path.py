@@ -426,7 +426,8 @@ def test_a_failure_nobody_synchronised_fails_the_program_at_exit():
 
 
 def test_op_without_any_kernel_is_a_clear_not_implemented_error():
-    with pytest.raises(NotImplementedError, match="_thnn_fused_lstm_cell_backward_impl|no CPU kernel|simhpu"):
+    with pytest.raises(NotImplementedError, match=r"simhpu: aten::_cudnn_rnn_flatten_weight has no simhpu kernel, "
+                                                  r"and no CPU kernel to run as its reference kernel"):
         torch.ops.aten._cudnn_rnn_flatten_weight(
             [torch.ones(1, device=DEV)], 1, 1, 1, 1, 1, 1, False, False)
 
@@ -477,3 +478,78 @@ def test_bad_fallback_mode_from_python():
         torch.simhpu.set_fallback("some")
     with pytest.raises(TypeError, match="list of operator names"):
         torch.simhpu.set_fallback("selective", "aten::exp")
+
+
+# ---- operators registered with torch.library, whose kernels disagree on purpose ----------
+
+_lib = torch.library.Library("simhpu_test", "DEF")  # noqa: TOR901 - a test-only namespace
+_lib.define("shape_liar(Tensor x) -> Tensor")
+_lib.impl("shape_liar", lambda x: x.new_zeros(3), "CPU")
+_lib.impl("shape_liar", lambda x: x.new_empty(2), "Meta")
+
+
+def _reshape_out(x, *, out):
+    out.resize_(1)
+    return out.fill_(1)
+
+
+_lib.define("out_reshaper(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.impl("out_reshaper", _reshape_out, "CPU")
+_lib.impl("out_reshaper", lambda x, *, out: out, "Meta")
+
+
+def _size_out(n, fill):
+    def kernel(x, *, out):
+        out.resize_(n)
+        return out.fill_(fill)
+    return kernel
+
+
+_lib.define("out_sizer(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.impl("out_sizer", _size_out(3, 7.0), "CPU")
+_lib.impl("out_sizer", _size_out(2, 0.0), "Meta")
+
+_lib.define("hidden_rand(Tensor x) -> Tensor", tags=(torch.Tag.nondeterministic_seeded,))
+_lib.impl("hidden_rand", lambda x: torch.rand(x.shape), "CPU")
+_lib.impl("hidden_rand", lambda x: torch.empty_like(x), "Meta")
+
+
+def test_a_cpu_result_unlike_the_meta_promise_is_an_error_not_a_broadcast():
+    torch.ops.simhpu_test.shape_liar(torch.ones(4, device=DEV))
+    with pytest.raises(RuntimeError, match=r"simhpu_test::shape_liar: its meta kernel promised an output of shape "
+                                           r"\[2\].*its CPU kernel made one of shape \[3\]"):
+        torch.simhpu.synchronize()
+    assert (torch.ones(2, device=DEV) + 1).cpu().tolist() == [2.0, 2.0]
+
+
+def test_a_written_argument_reshaped_unlike_the_meta_promise_is_an_error():
+    out = torch.zeros(3, device=DEV)
+    torch.ops.simhpu_test.out_reshaper(torch.ones(3, device=DEV), out=out)
+    with pytest.raises(RuntimeError, match=r"simhpu_test::out_reshaper: its CPU kernel reshaped a written argument "
+                                           r"to \[1\].*its meta kernel announced \[3\]"):
+        torch.simhpu.synchronize()
+
+
+def test_out_kernels_that_size_empty_outs_unlike_their_meta_stay_synchronised():
+    x = torch.ones(2, device=DEV)
+    with torch.simhpu.op_routes() as routes:
+        for _ in range(3):
+            out = torch.empty(0, device=DEV)
+            torch.ops.simhpu_test.out_sizer(x, out=out)
+            assert out.cpu().tolist() == [7.0, 7.0, 7.0]  # the CPU kernel's size and values
+    assert routes.counts["simhpu_test::out_sizer"] == {"dedicated": 0, "reference": 0, "synchronized": 3}
+
+
+def test_an_op_drawing_from_the_cpu_generator_is_seeded_by_the_device_and_leaves_the_cpu_alone():
+    x = torch.ones(5, device=DEV)
+    cpu_state = torch.get_rng_state()
+    torch.simhpu.manual_seed(3)
+    with torch.simhpu.op_routes() as routes:
+        first = torch.ops.simhpu_test.hidden_rand(x)
+    first = first.cpu()
+    torch.simhpu.manual_seed(3)
+    again = torch.ops.simhpu_test.hidden_rand(x).cpu()
+    torch.testing.assert_close(again, first)
+    assert not torch.equal(torch.ops.simhpu_test.hidden_rand(x).cpu(), first)
+    assert torch.equal(torch.get_rng_state(), cpu_state)
+    assert routes.ops("synchronized") == ["simhpu_test::hidden_rand"]

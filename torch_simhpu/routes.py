@@ -35,14 +35,12 @@ class OpRoutes:
 
     def ops(self, route: str) -> list[str]:
         """The operators that took `route` at least once, most calls first."""
-        if route not in ROUTES:
-            raise ValueError(f"op_routes: route must be one of {ROUTES}, got {route!r}")
+        _check_route(route)
         hits = [(n[route], op) for op, n in self.counts.items() if n[route]]
         return [op for _, op in sorted(hits, key=lambda hit: (-hit[0], hit[1]))]
 
     def total(self, route: str) -> int:
-        if route not in ROUTES:
-            raise ValueError(f"op_routes: route must be one of {ROUTES}, got {route!r}")
+        _check_route(route)
         return sum(n[route] for n in self.counts.values())
 
     def __str__(self) -> str:
@@ -51,6 +49,11 @@ class OpRoutes:
             n = self.counts[op]
             rows.append(f"{op:<48} {n['dedicated']:>9} {n['reference']:>9} {n['synchronized']:>12}")
         return "\n".join(rows)
+
+
+def _check_route(route: str) -> None:
+    if route not in ROUTES:
+        raise ValueError(f"op_routes: route must be one of {ROUTES}, got {route!r}")
 
 
 def _difference(before: dict, after: dict) -> dict[str, dict[str, int]]:

@@ -141,6 +141,9 @@ void copy_on_host(const at::Tensor& src, const at::Tensor& dst) {
   host_view(dst).copy_(host_view(src));
 }
 
+// One name for the op however it runs, in errors, traces and route counts.
+constexpr const char* kCopyFrom = "aten::_copy_from";
+
 at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (self.numel() == 0) {
     return dst;
@@ -154,19 +157,19 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     // copy non_blocking: then the kernel reads it in place, later.
     const c10::DeviceGuard guard(dst.device());
     const bool in_place = src_on_device || (non_blocking && is_pinned(self.data_ptr()));
-    EXEC_CMD(copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), dst);
+    EXEC_CMD_FOR(kCopyFrom, copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), dst);
     return dst;
   }
   if (src_on_device && !dst_on_device && non_blocking && is_pinned(dst.data_ptr())) {
     // Out of the device into pinned memory, non_blocking: queued like a kernel;
     // the host sees the data once the stream is synchronised.
     const c10::DeviceGuard guard(self.device());
-    EXEC_CMD(copy, self, dst);
+    EXEC_CMD_FOR(kCopyFrom, copy, self, dst);
     return dst;
   }
   // Out of the device, or between devices: the host reads device memory, so
   // the current streams involved must drain first (as a CUDA copy would).
-  count_route("aten::_copy_from", Route::Synchronized);
+  count_route(kCopyFrom, Route::Synchronized);
   if (src_on_device) {
     synchronize_stream(current_stream(self.device().index()));
   }

@@ -290,12 +290,4 @@ torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
   return {};
 }
 
-at::Tensor host_alias(const at::Tensor& t) {
-  LaunchRecord scratch;
-  SeenTensors seen;
-  DeviceTensor d = describe_in_record(scratch, t, seen);
-  HostAliases aliases(scratch);
-  return aliases.tensor(d);
-}
-
 } // namespace simhpu

@@ -33,8 +33,4 @@ void encode_outputs(LaunchRecord& record, c10::ArrayRef<c10::IValue> outputs);
 // returned; without, the CPU results are returned (the synchronised path).
 torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs);
 
-// A CPU tensor over `t`'s device memory (the host's view of it); for
-// synchronised calls, after the device has drained.
-at::Tensor host_alias(const at::Tensor& t);
-
 } // namespace simhpu

@@ -65,9 +65,6 @@ bool reduced_precision(const c10::IValue& v) {
 bool reduced_precision_first(c10::ArrayRef<c10::IValue> args) {
   return reduced_precision(args[0]);
 }
-bool layer_norm_meta_differs(c10::ArrayRef<c10::IValue> args) {
-  return reduced_precision(args[0]);
-}
 // native_batch_norm(input, weight, bias, running_mean, running_var, training, ...) and
 // _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, ...).
 bool batch_norm_meta_differs(c10::ArrayRef<c10::IValue> args) {
@@ -81,7 +78,7 @@ using MetaDiffers = bool (*)(c10::ArrayRef<c10::IValue>);
 MetaDiffers meta_differs_for(const std::string& name) {
   // By operator name: every overload (the out= ones take the same leading arguments).
   static const std::unordered_map<std::string, MetaDiffers> table = {
-      {"aten::native_layer_norm", &layer_norm_meta_differs},
+      {"aten::native_layer_norm", &reduced_precision_first},
       {"aten::native_batch_norm", &batch_norm_meta_differs},
       {"aten::_native_batch_norm_legit", &batch_norm_meta_differs},
       {"aten::_native_batch_norm_legit_no_training", &reduced_precision_first},

@@ -50,7 +50,7 @@ at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
   const at::Tensor dense =
       host_result.is_non_overlapping_and_dense() ? host_result : host_result.contiguous();
   at::Tensor out = empty_device_tensor(TensorShape::of(dense));
-  host_alias(out).copy_(dense);
+  describe_tensor(out).cpu_view().copy_(dense);
   return out;
 }
 
@@ -59,7 +59,7 @@ at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
 at::Tensor resizable_host_copy(const at::Tensor& device_tensor) {
   at::Tensor copy = at::empty_strided(device_tensor.sizes(), device_tensor.strides(),
                                       device_tensor.options().device(at::kCPU));
-  copy.copy_(host_alias(device_tensor));
+  copy.copy_(describe_tensor(device_tensor).cpu_view());
   return copy;
 }
 
@@ -69,7 +69,7 @@ void write_back(const at::Tensor& device_tensor, const at::Tensor& host) {
                                                                device_tensor.storage_offset());
     ensure_storage_fits(device_tensor);
   }
-  host_alias(device_tensor).copy_(host);
+  describe_tensor(device_tensor).cpu_view().copy_(host);
 }
 
 } // namespace

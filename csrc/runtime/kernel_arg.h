@@ -23,7 +23,7 @@ struct DeviceTensor {
   c10::SmallVector<int64_t, 6> strides;
   // Where the tensor sits in its storage: the launch record's keep_alive slot
   // (-1: not recorded) and the offset in elements. Reference kernels rebuild
-  // the aliasing between arguments from these (see aten/reference_path.h).
+  // the aliasing between arguments from these (see aten/reference_call.h).
   int64_t storage_offset = 0;
   int32_t storage_slot = -1;
   // For reference kernels: the position of the first descriptor of the same
@@ -60,7 +60,7 @@ using KernelArg = std::variant<
     std::vector<int64_t>,
     c10::ScalarType,
     std::string,
-    c10::IValue>;  // anything else a reference kernel (aten/reference_path.h) is given as is
+    c10::IValue>;  // anything else a reference kernel (aten/reference_call.h) is given as is
 
 using KernelArgs = c10::SmallVector<KernelArg, 6>;
 
