@@ -94,6 +94,21 @@ SPECS = {
         'rules::check_trailing_shape(kOpName, "{0}", {0}, "{1}", {1})',
         '_rules.check_trailing_shape(_op, "{0}", {0}, "{1}", {1})',
         "trailing_shape(OUTER, INNER)"),
+    "gather_index": RuleSpec(
+        "check", ("tensor", "int", "tensor"),
+        'rules::check_gather_index(kOpName, "{0}", {0}, {1}, "{2}", {2})',
+        '_rules.check_gather_index(_op, "{0}", {0}, {1}, "{2}", {2})',
+        "gather_index(SELF, DIM, INDEX)"),
+    "last_dim": RuleSpec(
+        "check", ("tensor", "tensor"),
+        'rules::check_last_dim(kOpName, "{0}", {0}, "{1}", {1})',
+        '_rules.check_last_dim(_op, "{0}", {0}, "{1}", {1})',
+        "last_dim(OUTER, INNER)"),
+    "row_stat": RuleSpec(
+        "check", ("tensor", "tensor"),
+        'rules::check_row_stat(kOpName, "{0}", {0}, "{1}", {1})',
+        '_rules.check_row_stat(_op, "{0}", {0}, "{1}", {1})',
+        "row_stat(STAT, X)"),
 }
 
 _BARE = {"size": "same", "dtype": "same_dtype"}

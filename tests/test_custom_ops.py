@@ -255,7 +255,7 @@ def still_usable():
     (lambda: torch_simhpu.npu_add_custom(torch.ones(2, 3).simhpu(), torch.ones(4).simhpu()), ValueError,
      r"npu_add_custom: cannot broadcast argument 'y' of shape \[4\] with 'x' of shape \[2, 3\]"),
     (lambda: torch_simhpu.npu_rms_norm(torch.ones(2, 8).simhpu(), torch.ones(4).simhpu()), ValueError,
-     r"npu_rms_norm: expected the shape of 'gamma' \[4\] to equal the trailing dimensions of 'x' \[2, 8\]"),
+     r"npu_rms_norm: expected 'gamma' to be 1-D with the size of the last dimension of 'x' \[2, 8\], got shape \[4\]"),
     (lambda: torch_simhpu.npu_sum_dims(torch.ones(2, 3).simhpu(), [2]), IndexError,
      r"npu_sum_dims: dimension 2 is out of range for argument 'self' with 2 dimension\(s\)"),
     (lambda: torch_simhpu.npu_add_custom(torch.ones(3).simhpu(), torch.ones(3).to("simhpu:1")), RuntimeError,

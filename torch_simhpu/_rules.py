@@ -9,6 +9,11 @@ def promote_types(tensors: list):
     return elementwise_dtypes(*tensors, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
 
 
+def _torch():
+    import torch
+    return torch
+
+
 def _shape(t) -> list:
     return list(t.shape)
 
@@ -64,6 +69,37 @@ def check_trailing_shape(op: str, outer_arg: str, outer, inner_arg: str, inner) 
     if not (1 <= len(i) <= len(o) and o[len(o) - len(i):] == i):
         raise ValueError(f"{op}: expected the shape of '{inner_arg}' {i} to equal the trailing "
                          f"dimensions of '{outer_arg}' {o}")
+
+
+def check_gather_index(op: str, self_arg: str, self, dim: int, index_arg: str, index) -> None:
+    if index.dtype != _torch().int64:
+        raise TypeError(f"{op}: argument '{index_arg}' must hold int64 indices, but it has dtype {index.dtype}")
+    ndim = max(self.dim(), 1)
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"{op}: dimension {dim} is out of range for argument '{self_arg}' with "
+                         f"{self.dim()} dimension(s)")
+    if max(index.dim(), 1) != ndim:
+        raise ValueError(f"{op}: '{index_arg}' and '{self_arg}' must have the same number of dimensions, "
+                         f"got {index.dim()} and {self.dim()}")
+    wrapped = dim % ndim
+    for d in range(self.dim()):
+        if d != wrapped and index.shape[d] > self.shape[d]:
+            raise ValueError(f"{op}: '{index_arg}' {_shape(index)} is larger than '{self_arg}' {_shape(self)} "
+                             f"in dimension {d} (only dimension {wrapped}, the one gathered from, may differ)")
+
+
+def check_last_dim(op: str, outer_arg: str, outer, inner_arg: str, inner) -> None:
+    o, i = _shape(outer), _shape(inner)
+    if not (len(o) >= 1 and len(i) == 1 and i[0] == o[-1]):
+        raise ValueError(f"{op}: expected '{inner_arg}' to be 1-D with the size of the last dimension of "
+                         f"'{outer_arg}' {o}, got shape {i}")
+
+
+def check_row_stat(op: str, stat_arg: str, stat, x_arg: str, x) -> None:
+    expected = _shape(x)[:-1] + [1] if x.dim() else []
+    if _shape(stat) != expected:
+        raise ValueError(f"{op}: expected '{stat_arg}' to have shape {expected} (one value per row of "
+                         f"'{x_arg}' {_shape(x)}), got {_shape(stat)}")
 
 
 def check_inplace(op: str, self, shape, dtype) -> None:

@@ -6,19 +6,12 @@ import torch
 from torch_simhpu import _C
 from torch_simhpu.profiler import trace  # noqa: F401
 from torch_simhpu.routes import OpRoutes, fallback, get_fallback, op_routes, set_fallback  # noqa: F401
-from torch_simhpu.streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
+from torch_simhpu.streams import _device, Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 
 def _index(device) -> int:
-    """A device index from an int, a "simhpu:N" string, a torch.device or None."""
-    if device is None:
-        return _C._current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "simhpu":
-        raise ValueError(f"expected a simhpu device, got {device}")
-    return _C._current_device() if device.index is None else device.index
+    """A checked device index from an int, a "simhpu:N" string, a torch.device or None."""
+    return _device(device).index
 
 
 def is_available() -> bool:

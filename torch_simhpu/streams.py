@@ -11,14 +11,20 @@ from torch_simhpu import _C
 
 
 def _device(device) -> torch.device:
+    """A simhpu device from an int, a "simhpu:N" string, a torch.device or None (the current one)."""
     if device is None:
         return torch.device("simhpu", _C._current_device())
-    if isinstance(device, int):
-        return torch.device("simhpu", device)
-    device = torch.device(device)
-    if device.type != "simhpu":
-        raise ValueError(f"expected a simhpu device, got {device}")
-    return device if device.index is not None else torch.device("simhpu", _C._current_device())
+    if isinstance(device, int) and not isinstance(device, bool):
+        index = device
+    else:
+        device = torch.device(device)
+        if device.type != "simhpu":
+            raise ValueError(f"expected a simhpu device, got {device}")
+        index = _C._current_device() if device.index is None else device.index
+    if not 0 <= index < _C._device_count():
+        raise IndexError(f"simhpu device index {index} is out of range; simhpu has {_C._device_count()} "
+                         "device(s) (set SIMHPU_DEVICE_COUNT to change)")
+    return torch.device("simhpu", index)
 
 
 class Stream(torch.Stream):
@@ -60,9 +66,13 @@ def stream(stream: torch.Stream | None):
     if stream is None:
         yield
         return
+    # Making a stream current also makes its device current (as CUDA does);
+    # both are put back on the way out.
+    previous_device = _C._current_device()
     previous = current_stream(stream.device_index)
     torch.accelerator.set_stream(stream)
     try:
         yield stream
     finally:
         torch.accelerator.set_stream(previous)
+        _C._set_device(previous_device)

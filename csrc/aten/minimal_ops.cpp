@@ -9,6 +9,7 @@
 #include "runtime/pinned_memory.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/set_native.h>
@@ -150,6 +151,14 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   }
   const bool src_on_device = self.is_privateuseone();
   const bool dst_on_device = dst.is_privateuseone();
+  // The copy kernel sees the two as separate tensors over the same memory, so
+  // the overlap checks ATen's CPU copy makes happen here (as CUDA's copy_ does).
+  TORCH_CHECK(!dst_on_device || at::has_internal_overlap(dst) != at::MemOverlap::Yes,
+              "copy_: the destination has elements that share memory (an expanded tensor?); "
+              "copy into a tensor whose elements are distinct, e.g. a clone()");
+  TORCH_CHECK(!(src_on_device && dst_on_device) || at::get_overlap_status(dst, self) != at::MemOverlapStatus::Partial,
+              "copy_: the source and the destination partly share memory, so the result would depend on the "
+              "order elements are copied in; copy from a clone() of the source");
   if (dst_on_device && (!src_on_device || self.device() == dst.device())) {
     // Into the device: a copy kernel, ordered with the other work in the queue.
     // A host source is staged in a private buffer (as CUDA does for pageable

@@ -1,6 +1,7 @@
 #include "aten/op_rules.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -82,9 +83,22 @@ void prepare_out(const char* op, const char* arg, const at::Tensor& out, const a
     }
     out.resize_(shape);
   }
+  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, op, ": out= argument '", arg,
+              "' has elements that share memory (an expanded tensor?); pass a tensor whose elements are "
+              "distinct, e.g. a clone()");
+}
+
+void check_no_partial_overlap(const char* op, const char* written_arg, const at::Tensor& written,
+                              const char* read_arg, const at::Tensor& read) {
+  TORCH_CHECK(at::get_overlap_status(written, read) != at::MemOverlapStatus::Partial, op, ": '", written_arg,
+              "' (written) and '", read_arg, "' (read) partly share memory, so the result would depend on "
+              "the order elements are written in; pass a clone() of '", read_arg, "'");
 }
 
 void check_inplace(const char* op, const at::Tensor& self, c10::IntArrayRef shape, c10::ScalarType dtype) {
+  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, op,
+              ": 'self' has elements that share memory (an expanded tensor?), so it cannot be written in place; "
+              "use the out-of-place op or a clone()");
   TORCH_CHECK_VALUE(self.sizes() == shape, op, ": the result has shape ", shape,
                     ", which cannot be written in place into 'self' of shape ", self.sizes());
   TORCH_CHECK_TYPE(self.scalar_type() == dtype, op, ": the result has dtype ", dtype,
@@ -146,6 +160,41 @@ void check_trailing_shape(const char* op, const char* outer_arg, const at::Tenso
       outer.sizes().slice(outer.dim() - inner.dim()) == inner.sizes();
   TORCH_CHECK_VALUE(fits, op, ": expected the shape of '", inner_arg, "' ", inner.sizes(),
                     " to equal the trailing dimensions of '", outer_arg, "' ", outer.sizes());
+}
+
+void check_gather_index(const char* op, const char* self_arg, const at::Tensor& self, int64_t dim,
+                        const char* index_arg, const at::Tensor& index) {
+  TORCH_CHECK_TYPE(index.scalar_type() == at::kLong, op, ": argument '", index_arg,
+                   "' must hold int64 indices, but it has dtype ", index.scalar_type());
+  const int64_t ndim = std::max<int64_t>(self.dim(), 1);
+  TORCH_CHECK_INDEX(dim >= -ndim && dim < ndim, op, ": dimension ", dim, " is out of range for argument '",
+                    self_arg, "' with ", self.dim(), " dimension(s)");
+  TORCH_CHECK_VALUE(std::max<int64_t>(index.dim(), 1) == ndim, op, ": '", index_arg, "' and '", self_arg,
+                    "' must have the same number of dimensions, got ", index.dim(), " and ", self.dim());
+  const int64_t wrapped = c10::maybe_wrap_dim(dim, ndim);
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    TORCH_CHECK_VALUE(d == wrapped || index.size(d) <= self.size(d), op, ": '", index_arg, "' ", index.sizes(),
+                      " is larger than '", self_arg, "' ", self.sizes(), " in dimension ", d,
+                      " (only dimension ", wrapped, ", the one gathered from, may differ)");
+  }
+}
+
+void check_last_dim(const char* op, const char* outer_arg, const at::Tensor& outer,
+                    const char* inner_arg, const at::Tensor& inner) {
+  const bool fits = outer.dim() >= 1 && inner.dim() == 1 && inner.size(0) == outer.size(-1);
+  TORCH_CHECK_VALUE(fits, op, ": expected '", inner_arg, "' to be 1-D with the size of the last dimension of '",
+                    outer_arg, "' ", outer.sizes(), ", got shape ", inner.sizes());
+}
+
+void check_row_stat(const char* op, const char* stat_arg, const at::Tensor& stat,
+                    const char* x_arg, const at::Tensor& x) {
+  std::vector<int64_t> expected = x.sizes().vec();
+  if (!expected.empty()) {
+    expected.back() = 1;
+  }
+  TORCH_CHECK_VALUE(stat.sizes() == c10::IntArrayRef(expected), op, ": expected '", stat_arg, "' to have shape ",
+                    c10::IntArrayRef(expected), " (one value per row of '", x_arg, "' ", x.sizes(), "), got ",
+                    stat.sizes());
 }
 
 void check_no_requires_grad(const char* op, const char* arg, const at::Tensor& t) {

@@ -38,7 +38,12 @@ c10::ScalarType promote_types(TensorRefs tensors);
 void check_compute_dtype(const char* op, std::initializer_list<const char*> args, c10::ScalarType dtype,
                          std::initializer_list<c10::ScalarType> allowed);
 
-// An out= argument: on `first`'s device, of `dtype`; resized to `shape` when it differs.
+// A written tensor and an input may be the same memory, or apart, but not partly overlap.
+void check_no_partial_overlap(const char* op, const char* written_arg, const at::Tensor& written,
+                              const char* read_arg, const at::Tensor& read);
+
+// An out= argument: on `first`'s device, of `dtype`; resized to `shape` when it
+// differs; with no two elements in the same memory.
 void prepare_out(const char* op, const char* arg, const at::Tensor& out, const at::Tensor& first,
                  c10::ScalarType dtype, c10::IntArrayRef shape);
 
@@ -61,6 +66,19 @@ void check_index_tensor(const char* op, const char* arg, const at::Tensor& index
 // `inner`'s shape equals the trailing dimensions of `outer` (layer-norm style).
 void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
                           const char* inner_arg, const at::Tensor& inner);
+
+// gather's index fits `self`: the same number of dimensions, and in every
+// dimension but `dim` no larger than self (the kernel would read past it).
+void check_gather_index(const char* op, const char* self_arg, const at::Tensor& self, int64_t dim,
+                        const char* index_arg, const at::Tensor& index);
+
+// `inner` is 1-D with the size of `outer`'s last dimension (a per-column parameter).
+void check_last_dim(const char* op, const char* outer_arg, const at::Tensor& outer,
+                    const char* inner_arg, const at::Tensor& inner);
+
+// `stat` holds one value per row of `x`: x's shape with the last dimension 1.
+void check_row_stat(const char* op, const char* stat_arg, const at::Tensor& stat,
+                    const char* x_arg, const at::Tensor& x);
 
 // Autograd: `t` (an input without a formula in derivatives.yaml) must not require grad.
 void check_no_requires_grad(const char* op, const char* arg, const at::Tensor& t);

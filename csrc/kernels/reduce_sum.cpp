@@ -15,6 +15,10 @@ namespace simhpu::kernels {
 namespace {
 
 constexpr int64_t kGrain = 32768;  // elements per parallel task, at least
+// A float accumulator stops growing at 2^24 (adding 1 no longer changes it), so
+// no accumulator of the compute type sees more than this many elements; the
+// partial sums are added in double.
+constexpr int64_t kRunLength = 1 << 16;
 
 // Sum of in[0, n). kLanes independent partial sums: the compiler keeps them
 // in several vector registers, so the adds do not wait on each other.
@@ -48,13 +52,25 @@ __attribute__((target("avx2,fma"))) acc_t sum_run_avx2(const scalar_t* in, int64
 #endif
 
 template <typename scalar_t, typename acc_t>
-acc_t sum_contiguous(const scalar_t* in, int64_t n) {
+acc_t sum_short(const scalar_t* in, int64_t n) {
 #if defined(__x86_64__)
   if (cpu_has_avx2()) {
     return sum_run_avx2<scalar_t, acc_t>(in, n);
   }
 #endif
   return sum_run<scalar_t, acc_t>(in, n);
+}
+
+template <typename scalar_t, typename acc_t>
+acc_t sum_contiguous(const scalar_t* in, int64_t n) {
+  if (n <= kRunLength) {
+    return sum_short<scalar_t, acc_t>(in, n);
+  }
+  double total = 0;
+  for (int64_t i = 0; i < n; i += kRunLength) {
+    total += static_cast<double>(sum_short<scalar_t, acc_t>(in + i, std::min(kRunLength, n - i)));
+  }
+  return static_cast<acc_t>(total);
 }
 
 // out[o] = sum over r of in[o, r] (the reduced elements are adjacent).
@@ -112,6 +128,7 @@ void sum_middle(const scalar_t* in, scalar_t* out, int64_t outer, int64_t reduce
   const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(reduced / chunks * kBlock, 1));
   at::parallel_for(0, tasks, grain, [&](int64_t b, int64_t e) {
     acc_t acc[kBlock];
+    double total[kBlock];
     for (int64_t task = b; task < e; ++task) {
       const int64_t chunk = task % chunks;
       const int64_t block = task / chunks % blocks;
@@ -120,8 +137,16 @@ void sum_middle(const scalar_t* in, scalar_t* out, int64_t outer, int64_t reduce
       const int64_t width = std::min(kBlock, inner - j0);
       const int64_t r0 = reduced * chunk / chunks;
       const int64_t r1 = reduced * (chunk + 1) / chunks;
-      std::fill(acc, acc + width, acc_t(0));
-      add_rows<scalar_t, acc_t>(in + o * reduced * inner + j0, inner, r0, r1, acc, width);
+      // Rows are added kRunLength at a time in the compute type, then in double.
+      std::fill(total, total + width, 0.0);
+      for (int64_t r = r0; r < r1; r += kRunLength) {
+        std::fill(acc, acc + width, acc_t(0));
+        add_rows<scalar_t, acc_t>(in + o * reduced * inner + j0, inner, r, std::min(r1, r + kRunLength), acc, width);
+        for (int64_t j = 0; j < width; ++j) {
+          total[j] += static_cast<double>(acc[j]);
+        }
+      }
+      std::copy(total, total + width, acc);
       if (chunks == 1) {
         scalar_t* dst = out + o * inner + j0;
         for (int64_t j = 0; j < width; ++j) {
@@ -149,6 +174,12 @@ void sum_middle(const scalar_t* in, scalar_t* out, int64_t outer, int64_t reduce
 
 void sum_dims(const DeviceTensor& self, c10::IntArrayRef dim, bool keepdim, const DeviceTensor& out) {
   const int64_t dims = self.dim();
+  if (dims == 0) {  // a 0-dim tensor "reduced" over dimension 0 or -1 is itself
+    SIMHPU_DISPATCH_FLOATING(self.dtype, "sum_dims", [&] {
+      *out.data_as<scalar_t>() = *self.data_as<const scalar_t>();
+    });
+    return;
+  }
   std::vector<bool> reduced(dims, dim.empty());
   for (int64_t d : dim) {
     reduced[d < 0 ? d + dims : d] = true;
@@ -186,7 +217,7 @@ void sum_dims(const DeviceTensor& self, c10::IntArrayRef dim, bool keepdim, cons
     out_stride[d] = out.strides[od++];
   }
   SIMHPU_DISPATCH_FLOATING(self.dtype, "sum_dims", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
+    using acc_t = double;  // the slow path: no run of the compute type can saturate
     const int64_t out_n = out.numel();
     std::vector<acc_t> acc(out_n, acc_t(0));
     const scalar_t* in = self.data_as<const scalar_t>();

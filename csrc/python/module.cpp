@@ -47,6 +47,15 @@ double _time_empty_launches(int64_t count) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// A device index from Python, checked before it is narrowed to c10::DeviceIndex
+// (an int8: 257 would otherwise wrap around to device 1).
+c10::DeviceIndex device_arg(int64_t index, const char* who) {
+  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), who, ": device index ", index,
+                    " is out of range; simhpu has ", static_cast<int>(device_count()),
+                    " device(s) (set SIMHPU_DEVICE_COUNT to change)");
+  return static_cast<c10::DeviceIndex>(index);
+}
+
 void register_hooks();                                  // runtime/hooks.cpp
 void prefer_cpu_kernels_over_composites();              // aten/fallback.cpp
 void register_generated_ops(pybind11::module_& m);      // generated python_bindings.cpp
@@ -60,15 +69,17 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_device_count", [] { return static_cast<int>(simhpu::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(simhpu::current_device()); });
-  m.def("_set_device", [](int index) { simhpu::set_device(static_cast<c10::DeviceIndex>(index)); });
-  m.def("_synchronize", [](int index) { simhpu::synchronize_device(static_cast<c10::DeviceIndex>(index)); });
+  m.def("_set_device", [](int64_t index) { simhpu::set_device(simhpu::device_arg(index, "set_device")); });
+  m.def("_synchronize", [](int64_t index) { simhpu::synchronize_device(simhpu::device_arg(index, "synchronize")); });
   m.def("_synchronize_all", &simhpu::synchronize_all_devices);
   m.def("_launch_blocking", &simhpu::launch_blocking);
   m.def("_is_in_bad_fork", &simhpu::in_bad_fork);
   m.def("_strict_mode", &simhpu::strict_mode);
   m.def("_memory_limit", &simhpu::memory_limit_bytes);
   m.def("_kernel_names", &simhpu::registered_kernel_names);
-  m.def("_default_generator", [](int index) { return simhpu::default_generator(static_cast<c10::DeviceIndex>(index)); });
+  m.def("_default_generator", [](int64_t index) {
+    return simhpu::default_generator(simhpu::device_arg(index, "default_generator"));
+  });
   m.def("_start_trace", &simhpu::start_trace);
   m.def("_stop_trace", [] {
     py::list out;

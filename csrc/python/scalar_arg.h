@@ -11,7 +11,16 @@ inline at::Scalar to_scalar(const pybind11::handle& obj, const char* op, const c
     return at::Scalar(p == Py_True);
   }
   if (PyLong_Check(p)) {
-    return at::Scalar(static_cast<int64_t>(PyLong_AsLongLong(p)));
+    const long long value = PyLong_AsLongLong(p);
+    if (value == -1 && PyErr_Occurred()) {
+      // Out of int64's range: say which op and argument, as an OverflowError.
+      PyErr_Clear();
+      const std::string repr = pybind11::repr(obj);
+      PyErr_Format(PyExc_OverflowError, "%s: argument '%s' = %s does not fit in a 64-bit integer Scalar",
+                   op, arg, repr.c_str());
+      throw pybind11::error_already_set();
+    }
+    return at::Scalar(static_cast<int64_t>(value));
   }
   if (PyFloat_Check(p)) {
     return at::Scalar(PyFloat_AsDouble(p));

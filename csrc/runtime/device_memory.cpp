@@ -45,9 +45,15 @@ size_t read_limit() {
       {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
       {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}};
   auto it = units.find(suffix);
-  TORCH_CHECK(unit != env && it != units.end() && value > 0,
+  TORCH_CHECK(unit != env && it != units.end() && std::isfinite(value) && value > 0,
               "SIMHPU_MEMORY_LIMIT must be a size such as 512MB, 2GB or 1GiB, got '", env, "'");
-  const size_t bytes = static_cast<size_t>(value * it->second);
+  // The device's memory is one reserved range of the address space: at least a
+  // page, at most what a 47-bit user address space can hold.
+  constexpr double kMinBytes = 4096, kMaxBytes = double(uint64_t(1) << 46);
+  const double bytes_wanted = value * it->second;
+  TORCH_CHECK(bytes_wanted >= kMinBytes && bytes_wanted <= kMaxBytes,
+              "SIMHPU_MEMORY_LIMIT must be from 4KiB to 64TiB, got '", env, "'");
+  const size_t bytes = static_cast<size_t>(bytes_wanted);
   return (bytes + DeviceMemory::kGranularity - 1) / DeviceMemory::kGranularity * DeviceMemory::kGranularity;
 }
 
