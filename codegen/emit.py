@@ -152,6 +152,7 @@ def _op_view(op: OpDecl, namespace: str) -> dict:
     tensors = [a.name for a in args if base_type(a.type) == "Tensor"]
     other_tensors = [a.name for a in args if base_type(a.type) in ("Tensor?", "Tensor[]")]
     promoted = _promoted(op)
+    written = {o.name for o in op.outputs}
     outputs = [{"name": o.name, "size": rule_lang.to_cpp(o.size), "dtype": rule_lang.to_cpp(o.dtype),
                 "size_py": rule_lang.to_python(o.size), "dtype_py": rule_lang.to_python(o.dtype),
                 "text": o.text}
@@ -181,7 +182,7 @@ def _op_view(op: OpDecl, namespace: str) -> dict:
         "checks": [cpp for cpp, _ in checks],
         "checks_py": [py for _, py in checks],
         "outputs": outputs,
-        "exec_args": [operands.get(a, a) for a in op.exec_args],
+        "exec_args": [f"written({a})" if a in written else operands.get(a, a) for a in op.exec_args],
         "return_expr": outputs[0]["name"] if len(outputs) == 1 else "{" + ", ".join(o["name"] for o in outputs) + "}",
         "stub_returns": "Tensor" if len(op.schema.returns) == 1 else
         "tuple[" + ", ".join(["Tensor"] * len(op.schema.returns)) + "]",

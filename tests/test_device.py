@@ -102,15 +102,17 @@ def test_exit_with_work_queued_is_clean(tmp_path):
 def test_kernel_failure_is_raised_at_the_next_synchronize():
     x = torch.ones(4).simhpu()
     torch_simhpu._C._launch_failing_kernel(x)  # returns at once: the kernel runs later
-    after = torch_simhpu.npu_add_custom(x, x)  # queued behind the failure: dropped
+    after = torch_simhpu.npu_add_custom(x, x)  # reads what the failure left undefined: not run
     launch_line = test_kernel_failure_is_raised_at_the_next_synchronize.__code__.co_firstlineno + 2
     with pytest.raises(RuntimeError, match=rf"simhpu kernel 'fail_on_device' launched by _launch_failing_kernel "
                                            rf"at {__file__}:{launch_line} failed: device-side check failed on a "
                                            rf"tensor of 4 elements"):
         torch.simhpu.synchronize()
     torch.simhpu.synchronize()  # reported once, then the stream is usable again
-    torch.testing.assert_close(torch_simhpu.npu_add_custom(x, x).cpu(), torch.full((4,), 2.0))
-    del after
+    fresh = torch.ones(4).simhpu()
+    torch.testing.assert_close(torch_simhpu.npu_add_custom(fresh, fresh).cpu(), torch.full((4,), 2.0))
+    with pytest.raises(RuntimeError, match="left undefined by a kernel that failed earlier.*fail_on_device"):
+        after.cpu()  # ...but what depended on the failure never reads back as data
 
 
 def test_kernel_failure_surfaces_at_cpu_copy():
@@ -118,7 +120,10 @@ def test_kernel_failure_surfaces_at_cpu_copy():
     torch_simhpu._C._launch_failing_kernel(x)
     with pytest.raises(RuntimeError, match="fail_on_device"):
         x.cpu()
-    assert x.cpu().tolist() == [1.0, 1.0, 1.0]
+    # What the failed kernel was given is undefined from now on, whoever reads it.
+    with pytest.raises(RuntimeError, match="left undefined by a kernel that failed earlier.*fail_on_device"):
+        x.cpu()
+    assert torch.ones(3).simhpu().cpu().tolist() == [1.0, 1.0, 1.0]
 
 
 def test_kernel_failure_in_blocking_mode_raises_at_the_call(tmp_path):
@@ -129,7 +134,8 @@ def test_kernel_failure_in_blocking_mode_raises_at_the_call(tmp_path):
         "    torch_simhpu._C._launch_failing_kernel(x)\n"
         "except RuntimeError as e:\n"
         "    print('raised:', 'fail_on_device' in str(e))\n"
-        "print(torch_simhpu.npu_add_custom(x, x).cpu().tolist())\n"
+        "y = torch.ones(2).simhpu()\n"
+        "print(torch_simhpu.npu_add_custom(y, y).cpu().tolist())\n"
     )
     env = dict(os.environ, SIMHPU_LAUNCH_BLOCKING="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,

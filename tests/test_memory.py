@@ -99,12 +99,20 @@ def test_out_of_memory_in_the_middle_of_a_loop(tmp_path):
     assert allocated == "0"
 
 
-@pytest.mark.parametrize("limit", ["lots", "-5MB"])
+@pytest.mark.parametrize("limit", ["lots", "-5MB", "inf", "nan", "infGB"])
 def test_bad_memory_limit_is_reported(tmp_path, limit):
     out = run_python("import torch, torch_simhpu\ntorch.empty(1, device='simhpu')\n", tmp_path,
                      SIMHPU_MEMORY_LIMIT=limit)
     assert out.returncode != 0
     assert f"SIMHPU_MEMORY_LIMIT must be a size such as 512MB, 2GB or 1GiB, got '{limit}'" in out.stderr
+
+
+@pytest.mark.parametrize("limit", ["1e30", "0.5B", "100", "100000GiB"])
+def test_memory_limit_out_of_range_is_reported(tmp_path, limit):
+    out = run_python("import torch, torch_simhpu\ntorch.empty(1, device='simhpu')\n", tmp_path,
+                     SIMHPU_MEMORY_LIMIT=limit)
+    assert out.returncode != 0
+    assert f"SIMHPU_MEMORY_LIMIT must be from 4KiB to 64TiB, got '{limit}'" in out.stderr
 
 
 def test_strict_mode_is_on_in_the_test_suite():

@@ -121,11 +121,12 @@ def test_record_stream_keeps_memory_until_the_stream_is_past_it():
 
 def test_kernel_failure_on_one_stream_leaves_others_working():
     bad, good = torch.simhpu.Stream(), torch.simhpu.Stream()
-    x = torch.ones(2, device="simhpu")
+    x, other = torch.ones(2, device="simhpu"), torch.ones(2, device="simhpu")
+    torch.simhpu.synchronize()
     with torch.simhpu.stream(bad):
         torch_simhpu._C._launch_failing_kernel(x)
     with torch.simhpu.stream(good):
-        y = torch_simhpu.npu_add_custom(x, x)
+        y = torch_simhpu.npu_add_custom(other, other)
     good.synchronize()
     torch.testing.assert_close(y.cpu(), torch.full((2,), 2.0))
     with pytest.raises(RuntimeError, match="fail_on_device"):

@@ -7,6 +7,7 @@
 #include "runtime/device.h"
 #include "runtime/exec_cmd.h"
 #include "runtime/pinned_memory.h"
+#include "runtime/undefined_memory.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
@@ -166,14 +167,14 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     // copy non_blocking: then the kernel reads it in place, later.
     const c10::DeviceGuard guard(dst.device());
     const bool in_place = src_on_device || (non_blocking && is_pinned(self.data_ptr()));
-    EXEC_CMD_FOR(kCopyFrom, copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), dst);
+    EXEC_CMD_FOR(kCopyFrom, copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), written(dst));
     return dst;
   }
   if (src_on_device && !dst_on_device && non_blocking && is_pinned(dst.data_ptr())) {
     // Out of the device into pinned memory, non_blocking: queued like a kernel;
     // the host sees the data once the stream is synchronised.
     const c10::DeviceGuard guard(self.device());
-    EXEC_CMD_FOR(kCopyFrom, copy, self, dst);
+    EXEC_CMD_FOR(kCopyFrom, copy, self, written(dst));
     return dst;
   }
   // Out of the device, or between devices: the host reads device memory, so
@@ -185,6 +186,7 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   if (dst_on_device) {
     synchronize_stream(current_stream(dst.device().index()));
   }
+  check_defined(self, "copy_");
   copy_on_host(self, dst);
   return dst;
 }
@@ -197,6 +199,7 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
   count_route("aten::_local_scalar_dense", Route::Synchronized);
   synchronize_stream(current_stream(self.device().index()));
+  check_defined(self, "item");
   return describe_tensor(self).cpu_view().item();
 }
 

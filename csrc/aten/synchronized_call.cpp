@@ -5,6 +5,7 @@
 #include "aten/reference_call.h"
 #include "aten/resize.h"
 #include "runtime/generator.h"
+#include "runtime/undefined_memory.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/List.h>
@@ -77,6 +78,17 @@ void write_back(const at::Tensor& device_tensor, const at::Tensor& host) {
 void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
   synchronize_stream(current_stream(device.index()));
+  for (const c10::IValue& arg : args) {  // the host reads these now
+    if (arg.isTensor()) {
+      check_defined(arg.toTensor(), ref.name.c_str());
+    } else if (arg.isList()) {
+      for (const c10::IValue& element : arg.toListRef()) {
+        if (element.isTensor()) {
+          check_defined(element.toTensor(), ref.name.c_str());
+        }
+      }
+    }
+  }
   std::vector<c10::IValue> call_args(args.begin(), args.end());
   std::vector<std::pair<size_t, at::Tensor>> outs;  // written arguments, by host copy
   for (size_t i = 0; i < args.size(); ++i) {

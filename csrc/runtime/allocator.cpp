@@ -10,6 +10,7 @@
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
 #include "runtime/launch_queue.h"
+#include "runtime/undefined_memory.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/flat_hash_map.h>
@@ -210,6 +211,7 @@ DeviceCache& cache_for(c10::DeviceIndex device) {
 }
 
 void free_block(void* ptr) {
+  forget_undefined(ptr);
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
     if (device_memory(d).contains(ptr)) {
       cache_for(d).free(ptr);

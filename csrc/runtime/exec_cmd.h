@@ -13,6 +13,17 @@
 #include <optional>
 
 namespace simhpu {
+
+// Marks a tensor argument the kernel writes (an output). A launch that marks
+// none is assumed to write every tensor it takes: after a failure, what it
+// writes is what must not be read (see runtime/undefined_memory.h).
+struct Written {
+  const at::Tensor& tensor;
+};
+inline Written written(const at::Tensor& t) {
+  return Written{t};
+}
+
 namespace detail {
 
 inline void add_arg(LaunchRecord& r, const at::Tensor& t) {
@@ -27,6 +38,10 @@ inline void add_arg(LaunchRecord& r, at::TensorList list) {
     r.keep_alive.push_back(t.storage());
   }
   r.args.emplace_back(std::move(descriptors));
+}
+inline void add_arg(LaunchRecord& r, const Written& w) {
+  add_arg(r, w.tensor);
+  r.mark_written(r.keep_alive.size() - 1);
 }
 inline void add_arg(LaunchRecord& r, const c10::Scalar& s) { r.args.emplace_back(s); }
 inline void add_arg(LaunchRecord& r, double v) { r.args.emplace_back(v); }

@@ -2,6 +2,7 @@
 
 #include "runtime/device.h"
 #include "runtime/trace.h"
+#include "runtime/undefined_memory.h"
 
 #include <c10/util/Exception.h>
 
@@ -108,17 +109,39 @@ bool spin_until(const Ready& ready, std::chrono::microseconds budget) {
   }
 }
 
-std::string describe_failure(const LaunchRecord& record, const char* what) {
-  std::string where;
-  if (record.site.known()) {
-    where = std::string(" at ") + record.site.file() + ":" + std::to_string(record.site.line());
+std::string describe_site(const LaunchRecord& record) {
+  if (!record.site.known()) {
+    return "";
   }
-  return std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name + where +
-      " failed: " + what;
+  return std::string(" at ") + record.site.file() + ":" + std::to_string(record.site.line());
+}
+
+std::string describe_failure(const LaunchRecord& record, const char* what) {
+  return std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name +
+      describe_site(record) + " failed: " + what;
+}
+
+// What a failed or skipped kernel may have written is undefined from now on.
+void mark_written_undefined(const LaunchRecord& record, const FailureMessage& failure) {
+  for (size_t i = 0; i < record.keep_alive.size(); ++i) {
+    if (record.may_write(i)) {
+      mark_undefined(record.keep_alive[i], failure);
+    }
+  }
+}
+
+// The failure that left memory this kernel takes undefined, or null.
+FailureMessage undefined_input(const LaunchRecord& record) {
+  for (const c10::Storage& storage : record.keep_alive) {
+    if (FailureMessage failure = undefined_by(storage)) {
+      return failure;
+    }
+  }
+  return nullptr;
 }
 
 // Runs one record; a kernel's exception becomes a message.
-std::optional<std::string> run_record(LaunchRecord& record, bool poisoned) {
+std::optional<std::string> run_record(LaunchRecord& record) {
   switch (record.kind) {
     case LaunchRecord::Kind::RecordEvent: {
       std::lock_guard<std::mutex> lock(record.event->mu);
@@ -133,12 +156,16 @@ std::optional<std::string> run_record(LaunchRecord& record, bool poisoned) {
     case LaunchRecord::Kind::Kernel:
       break;
   }
-  // After a failure the stream is poisoned: later kernels may depend on the
-  // failed one's output, so they are dropped until the error is reported.
-  // Event records still run, so no other stream waits forever.
-  if (poisoned) {
-    return std::nullopt;
+  // A kernel that would read memory an earlier failure left undefined is not
+  // run: its outputs become undefined too, for the same cause, and its stream
+  // reports that at its next synchronisation (whichever thread reported the
+  // original failure). Work independent of the failure runs as usual.
+  if (FailureMessage cause = undefined_input(record)) {
+    mark_written_undefined(record, cause);
+    return std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name +
+        describe_site(record) + " was not run: it takes memory left undefined by an earlier failure: " + *cause;
   }
+  std::optional<std::string> failure;
   try {
     if (record.kernel->run_record != nullptr) {
       record.kernel->run_record(record);
@@ -147,10 +174,12 @@ std::optional<std::string> run_record(LaunchRecord& record, bool poisoned) {
     }
     return std::nullopt;
   } catch (const c10::Error& e) {
-    return describe_failure(record, e.what_without_backtrace());
+    failure = describe_failure(record, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return describe_failure(record, e.what());
+    failure = describe_failure(record, e.what());
   }
+  mark_written_undefined(record, std::make_shared<const std::string>(*failure));
+  return failure;
 }
 
 thread_local bool on_worker_thread = false;
@@ -181,6 +210,8 @@ void LaunchRecord::clear() {
   event.reset();
   event_version = 0;
   payload = nullptr;
+  written_storages = ~uint64_t(0);
+  declared_writes = false;
   site = LaunchSite();
   queued_ns = -1;
 }
@@ -330,7 +361,7 @@ class LaunchQueue {
 
   void run(LaunchRecord& record) {
     const int64_t start_ns = record.queued_ns >= 0 ? trace_clock_ns() : 0;
-    std::optional<std::string> error = run_record(record, poisoned_.load(std::memory_order_relaxed));
+    std::optional<std::string> error = run_record(record);
     if (record.queued_ns >= 0 && record.kind == LaunchRecord::Kind::Kernel) {
       add_trace_entry({record.kernel->name, record.op_name, record.site.file(), record.site.line(),
                        stream_.device_index(), stream_.id(), record.queued_ns, start_ns, trace_clock_ns()});
@@ -340,7 +371,6 @@ class LaunchQueue {
       if (!failure_) {
         failure_ = std::move(error);
       }
-      poisoned_.store(true, std::memory_order_relaxed);
     }
   }
 
@@ -353,7 +383,6 @@ class LaunchQueue {
       }
       message = std::move(*failure_);
       failure_.reset();
-      poisoned_.store(false, std::memory_order_relaxed);
     }
     TORCH_CHECK(false, message);
   }
@@ -383,8 +412,7 @@ class LaunchQueue {
   std::atomic<int> host_sleepers_{0};
 
   alignas(64) std::mutex failure_mu_;
-  std::optional<std::string> failure_;
-  std::atomic<bool> poisoned_{false};
+  std::optional<std::string> failure_;  // the first not yet reported
 };
 
 namespace {
@@ -496,7 +524,7 @@ void LaunchSlot::commit() {
     queue_->publish(*record_);
     return;
   }
-  std::optional<std::string> error = run_record(*record_, false);
+  std::optional<std::string> error = run_record(*record_);
   record_->clear();
   TORCH_CHECK(!error, *error);
 }
