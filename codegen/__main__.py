@@ -5,13 +5,17 @@ import argparse
 import os
 import sys
 
+from .emit import render, write_file
 from .errors import CodegenError
 from .model import registered_kernels
-from .emit import render
-from .project import KERNEL_DIR, generate, load_project
+from .project import KERNEL_DIR, OPS_YAML, generate, load_project
 from .scaffold import new_op
 
 DEFAULT_OUT = os.path.join("build", "generated")
+
+
+class UsageError(Exception):
+    """A command-line mistake, explained."""
 
 
 def main(argv=None) -> int:
@@ -28,41 +32,74 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        if args.command == "check":
-            project = load_project(args.root)
-            print(f"ok: {len(project.ops)} operators")
-        elif args.command == "generate":
-            changed = generate(args.root, os.path.join(args.root, args.out))
-            print(f"generated {args.out}: {len(changed)} file(s) changed")
-            for rel in changed:
-                print(f"  {rel}")
-        elif args.command == "list":
-            project = load_project(args.root)
-            for op in project.ops:
-                grad = "differentiable" if op.derivative else "-"
-                print(f"{op.kind:9} {op.name:28} kernel={op.kernel:20} {grad}")
-            kernels = registered_kernels(os.path.join(args.root, KERNEL_DIR))
-            print(f"kernels: {', '.join(sorted(kernels))}")
-        elif args.command == "docs":
-            path = os.path.join(args.root, "docs", "ops.md")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(render(load_project(args.root))["docs/ops.md"])
-            print(f"wrote {path}")
-        elif args.command == "new-op":
-            try:
-                written = new_op(args.root, args.name)
-            except ValueError as e:
-                print(f"new-op: {e}", file=sys.stderr)
-                return 1
-            print("wrote " + ", ".join(written))
-            project = load_project(args.root)  # the scaffold must validate as written
-            print(f"ok: {len(project.ops)} operators; fill in the kernel, the doc and the derivative")
+        _check_root(args.root)
+        COMMANDS[args.command](args)
     except CodegenError as e:
         print(e, file=sys.stderr)
         return 1
+    except UsageError as e:
+        print(f"python -m codegen {args.command}: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader went away (`list | head`): not an error of ours. Point stdout
+        # at nothing so the interpreter's final flush does not complain.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as e:
+        print(f"python -m codegen {args.command}: {e.strerror or e}: {e.filename or ''}", file=sys.stderr)
+        return 2
     return 0
 
+
+def _check_root(root: str) -> None:
+    if not os.path.isdir(root):
+        raise UsageError(f"--root {root!r} is not a folder")
+    if not os.path.isfile(os.path.join(root, OPS_YAML)):
+        raise UsageError(f"--root {root!r} holds no {OPS_YAML}; point --root at the project folder")
+
+
+def _check(args) -> None:
+    project = load_project(args.root)
+    print(f"ok: {len(project.ops)} operators")
+
+
+def _generate(args) -> None:
+    out = os.path.join(args.root, args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out {args.out!r} is a file; give a folder")
+    changed = generate(args.root, out)
+    print(f"generated {args.out}: {len(changed)} file(s) changed")
+    for rel in changed:
+        print(f"  {rel}")
+
+
+def _list(args) -> None:
+    project = load_project(args.root)
+    for op in project.ops:
+        grad = "differentiable" if op.derivative else "-"
+        print(f"{op.kind:9} {op.name:28} kernel={op.kernel:20} {grad}")
+    kernels = registered_kernels(os.path.join(args.root, KERNEL_DIR))
+    print(f"kernels: {', '.join(sorted(kernels))}")
+    sys.stdout.flush()  # a closed pipe shows here, inside main's handler
+
+
+def _docs(args) -> None:
+    path = os.path.join(args.root, "docs", "ops.md")
+    content = render(load_project(args.root))["docs/ops.md"]  # validated before anything is written
+    write_file(path, content)
+    print(f"wrote {path}")
+
+
+def _new_op(args) -> None:
+    try:
+        written = new_op(args.root, args.name)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print("wrote " + ", ".join(written))
+    print("fill in the kernel, the doc and the derivative")
+
+
+COMMANDS = {"check": _check, "generate": _generate, "list": _list, "docs": _docs, "new-op": _new_op}
 
 if __name__ == "__main__":
     sys.exit(main())

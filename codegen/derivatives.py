@@ -15,10 +15,11 @@ from torchgen.gen import parse_native_yaml
 from torchgen.model import FunctionSchema
 from torchgen.packaged.autograd.load_derivatives import create_differentiability_info
 
-from .cpp_calls import formula_helpers, resolve
+from .cpp_expr import ExpressionError, Scope, formula_helpers, parse
 from .errors import Problems, did_you_mean
 from .model import Project, output_names
-from .yaml_loader import DuplicateKey, LineDict, load_yaml
+from .names import printable_label
+from .yaml_loader import LineDict, LineList, load_yaml_file
 
 TAGS_YAML = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "tags.yaml")
 SPECIAL_KEYS = {"name", "output_differentiability", "result", "dispatch"}
@@ -40,21 +41,32 @@ def formula_values(op) -> set[str]:
     return values
 
 
+def _output_differentiability(entry, op, bad):
+    """The entry's output_differentiability, checked: one bool per output."""
+    if "output_differentiability" not in entry:
+        return None
+    value = entry["output_differentiability"]
+    count = len(op.schema.returns)
+    if not isinstance(value, list) or len(value) != count or not all(isinstance(v, bool) for v in value):
+        bad("output_differentiability", f"expected a list of {count} true/false value(s), one per output of "
+            f"{op.name}, got {value!r}", f"e.g. output_differentiability: [{', '.join(['true'] * count)}]")
+        return None
+    if not any(value):
+        bad("output_differentiability", "no output is differentiable, so the entry has nothing to do",
+            "remove the entry, or mark an output true")
+        return None
+    return value
+
+
 def attach_derivatives(path: str, project: Project, problems: Problems, root: str = ".") -> None:
     file = os.path.relpath(path, root)
-    with open(path) as f:
-        text = f.read()
-    try:
-        entries = load_yaml(text) or []
-    except DuplicateKey as e:
-        problems.add(file, e.line, "(file)", e.key, str(e), "remove one of the two")
+    entries = load_yaml_file(path, file, problems, empty=LineList())
+    if entries is None:
         return
-    except Exception as e:
-        mark = getattr(e, "problem_mark", None)
-        problems.add(file, mark.line + 1 if mark else 1, "(file)", "", f"not valid YAML: {getattr(e, 'problem', e)}")
-        return
-    if not isinstance(entries, list):
-        problems.add(file, 1, "(file)", "", "expected a list of entries, each with 'name:' and formulas")
+    if not isinstance(entries, LineList):
+        problems.add(file, getattr(entries, "line", 1), "(file)", "",
+                     "expected a list of entries, each with 'name:' and formulas",
+                     "write each entry as '- name: SCHEMA' followed by 'argument: formula' lines")
         return
 
     ops = {op.name: op for op in project.ops}
@@ -65,25 +77,31 @@ def attach_derivatives(path: str, project: Project, problems: Problems, root: st
         by_signature[fn.func.signature()].append(fn)
         by_schema[str(fn.func)] = fn
     op_counter: Counter[str] = Counter()
-    npu_ops = {op.cpp_name for op in project.custom_ops}
-    helpers = formula_helpers(root)
+    attached: set[str] = set()
+    npu_ops = frozenset(op.cpp_name for op in project.custom_ops) | project.rejected
+    helpers = frozenset(formula_helpers(root))
 
-    for entry in entries:
-        if not isinstance(entry, LineDict) or "name" not in entry:
-            line = entry.line if isinstance(entry, LineDict) else 1
-            problems.add(file, line, "(entry)", "name", "each entry needs 'name: <schema>'")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, LineDict) or not isinstance(entry.get("name"), str):
+            problems.add(file, entries.line_at(index), "(entry)", "name", "each entry needs 'name: <schema>'",
+                         "begin the entry with '- name:' and the operator's schema, as in op_plugin_functions.yaml")
             continue
-        label = str(entry["name"]).split("(")[0]
+        label = printable_label(entry["name"].split("(")[0].strip(), quote=False)
 
-        def bad(key: str, message: str, fix: str = "") -> None:
+        def bad(key: str, message: str, fix: str) -> None:
             problems.add(file, entry.line_of(key), label, key, message, fix)
 
         try:
-            schema = FunctionSchema.parse(str(entry["name"]))
+            if not entry["name"].isascii() or not entry["name"].isprintable():
+                raise ValueError("the schema holds characters other than printable ASCII")
+            schema = FunctionSchema.parse(entry["name"])
         except Exception as e:
-            bad("name", f"schema does not parse: {e}", "copy the func: line of the operator")
+            bad("name", f"schema does not parse: {printable_label(str(e).splitlines()[0] if str(e) else e, 200, False)}",
+                "copy the func: line of the operator")
             continue
         op = ops.get(str(schema.name))
+        if op is None and str(schema.name) in project.rejected:
+            continue  # its declaration has problems of its own, reported there
         if op is None:
             bad("name", f"no operator '{schema.name}' is declared in op_plugin_functions.yaml",
                 did_you_mean(str(schema.name), ops) or "declare the operator first")
@@ -96,35 +114,47 @@ def attach_derivatives(path: str, project: Project, problems: Problems, root: st
             bad("name", f"schema differs from the declaration at {op.file}:{op.line}: {op.schema}",
                 "copy the func: line of the operator")
             continue
-        if op.derivative is not None:
+        if op.derivative is not None or op.name in attached:
             bad("name", f"a second derivative entry for '{op.name}'", "merge the two entries")
             continue
-        arg_names = {a.name for a in op.schema.arguments.flat_all}
+        arg_types = {a.name: str(a.type) for a in op.schema.arguments.flat_all}
         errors_before = len(problems.items)
+        formulas = {}
+        scope = Scope(frozenset(formula_values(op)), npu_ops, helpers)
         for key in entry:
-            if key in SPECIAL_KEYS:
+            if key in SPECIAL_KEYS - {"result"}:
                 continue
-            for var in (v.strip() for v in str(key).split(",")):
-                if var not in arg_names:
-                    bad(key, f"'{var}' is not an argument of {op.name}", did_you_mean(var, arg_names))
-            if str(entry[key]).strip() == "non_differentiable":
+            if key != "result":
+                for var in (v.strip() for v in str(key).split(",")):
+                    if var not in arg_types:
+                        bad(key, f"'{var}' is not an argument of {op.name}",
+                            did_you_mean(var, arg_types) or f"arguments: {', '.join(arg_types)}")
+                    elif not arg_types[var].startswith("Tensor"):
+                        bad(key, f"'{var}' is {arg_types[var]}, not a Tensor: only Tensor arguments have gradients",
+                            f"remove '{var}' from this entry")
+            if isinstance(entry[key], str) and entry[key].strip() == "non_differentiable":
+                formulas[key] = "non_differentiable"
                 continue
-            aten, unknown = resolve(str(entry[key]), formula_values(op), npu_ops, helpers)
-            op.aten_calls |= aten
-            for message in unknown:
-                bad(key, f"the formula {message}")
+            try:
+                parsed = parse(entry[key], scope)
+            except ExpressionError as e:
+                bad(key, f"the formula {e}", "write one C++ expression over grad, the inputs and the outputs, "
+                    "calling npu_* operators, aten operators or helpers from csrc/autograd/formulas.h")
+                continue
+            op.aten_calls |= parsed.aten_calls
+            formulas[key] = parsed.cpp
+        differentiability = _output_differentiability(entry, op, bad)
+        attached.add(op.name)
         if len(problems.items) != errors_before:
             continue
         try:
-            formulas = {k: str(v) for k, v in entry.items() if k not in SPECIAL_KEYS}
-            if "result" in entry:
-                formulas["result"] = str(entry["result"])
             defn = {"name": str(entry["name"]), "dispatch": {"Default": formulas}}
-            if "output_differentiability" in entry:
-                defn["output_differentiability"] = list(entry["output_differentiability"])
+            if differentiability is not None:
+                defn["output_differentiability"] = differentiability
             _, per_key = create_differentiability_info(defn, by_signature, by_schema, op_counter, set())
             op.derivative = per_key["Default"]
         except Exception as e:  # torchgen reports formula problems as exceptions
             # torchgen appends where it read the function; that is our own temporary list.
             reason = str(e).split("\n  in native_functions.yaml")[0]
-            bad("name", f"torchgen rejected the entry: {reason}")
+            bad("name", f"torchgen rejected the entry: {printable_label(reason, 300, quote=False)}",
+                "see PyTorch's tools/autograd/derivatives.yaml for how formulas are written")

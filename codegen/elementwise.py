@@ -10,6 +10,7 @@ csrc/kernels/elementwise_math.h.
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 
 from .errors import did_you_mean
@@ -39,13 +40,22 @@ class ElementwiseKernel:
     numbers: tuple  # (name, schema type) of number arguments used
 
 
-def translate(text: str, arg_types: dict[str, str]) -> ElementwiseKernel:
+MAX_LENGTH = 2000
+
+
+def translate(text, arg_types: dict[str, str]) -> ElementwiseKernel:
+    if not isinstance(text, str):
+        raise ExpressionError(f"expected an expression as text, got {type(text).__name__}")
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(f"the expression is {len(text)} characters long; at most {MAX_LENGTH}")
     try:
-        tree = ast.parse(str(text).strip(), mode="eval").body
+        tree = ast.parse(text.strip(), mode="eval").body
+        used: set[str] = set()
+        cpp = _to_cpp(tree, arg_types, used)
     except SyntaxError as e:
-        raise ExpressionError(f"'{text}' does not parse ({e.msg})") from e
-    used: set[str] = set()
-    cpp = _to_cpp(tree, arg_types, used)
+        raise ExpressionError(f"'{text[:80]}' does not parse ({e.msg})") from e
+    except (RecursionError, MemoryError) as e:
+        raise ExpressionError("the expression nests too deeply") from e
     tensors = tuple(n for n, t in arg_types.items() if t == "Tensor")
     if not tensors:
         raise ExpressionError("an elementwise op needs at least one Tensor argument")
@@ -99,7 +109,9 @@ def _to_cpp(node, arg_types: dict[str, str], used: set[str]) -> str:
         used.add(node.id)
         return node.id if schema_type == "Tensor" else f"{node.id}_"
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return f"acc_t({node.value!r})"
+        if not math.isfinite(node.value) or abs(node.value) >= 2**53:
+            raise ExpressionError(f"the constant {str(node.value)[:30]} is not a finite number below 2^53")
+        return f"acc_t({float(node.value)!r})"
     if isinstance(node, ast.Constant) and isinstance(node.value, bool):
         return "true" if node.value else "false"
     raise ExpressionError(f"'{ast.unparse(node)}' is not supported in an elementwise expression")

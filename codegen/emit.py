@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 
 import jinja2
 from torchgen.api import cpp
@@ -22,14 +23,46 @@ from .types import (base_type, binding_param, cpp_default, dispatcher_signature,
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 
 
+def cpp_string(text: str, indent: str = "      ") -> str:
+    """`text` as C++ string literals, one per line (adjacent literals join):
+    quotes, backslashes and everything outside printable ASCII escaped, so no
+    text from the YAML can end the literal."""
+    def escape(char: str) -> str:
+        if char in '"\\':
+            return "\\" + char
+        if " " <= char <= "~":
+            return char
+        return "".join(f"\\{byte:03o}" for byte in char.encode("utf-8"))  # octal: always 3 digits
+    lines = text.split("\n")
+    literals = ['"' + "".join(escape(c) for c in line) + ("\\n" if i < len(lines) - 1 else "") + '"'
+                for i, line in enumerate(lines)]
+    return ("\n" + indent).join(literals)
+
+
+def py_docstring(text: str) -> str:
+    """`text` safe inside a triple-quoted Python string."""
+    out = []
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char == "\n" or char.isprintable():
+            out.append(char)
+        else:
+            out.append(f"\\u{ord(char):04x}" if ord(char) < 0x10000 else f"\\U{ord(char):08x}")
+    return "".join(out)
+
+
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["cpp_string"] = cpp_string
+    env.filters["py_docstring"] = py_docstring
+    return env
 
 
 def _saved_field(saved, is_output: bool) -> dict:
@@ -240,23 +273,33 @@ def render(project: Project) -> dict[str, str]:
     return files
 
 
+def write_file(path: str, content: str) -> bool:
+    """Write `path` atomically if its content differs; True if it changed. A
+    temporary file of its own per call, so concurrent runs never share one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == content:
+                return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".codegen-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return True
+
+
 def write_tree(out_dir: str, files: dict[str, str]) -> list[str]:
     """Write `files` under out_dir, touching only changed ones; returns what changed."""
     changed = []
     for rel, content in files.items():
-        path = os.path.join(out_dir, rel)
-        try:
-            with open(path) as f:
-                if f.read() == content:
-                    continue
-        except FileNotFoundError:
-            pass
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(content)
-        os.replace(tmp, path)
-        changed.append(rel)
+        if write_file(os.path.join(out_dir, rel), content):
+            changed.append(rel)
     ops_dir = os.path.join(out_dir, "csrc", "ops")
     if os.path.isdir(ops_dir):
         for name in os.listdir(ops_dir):

@@ -37,7 +37,9 @@ class Problems:
     def __init__(self) -> None:
         self.items: list[Problem] = []
 
-    def add(self, file: str, line: int, entry: str, field: str, message: str, fix: str = "") -> None:
+    def add(self, file: str, line: int, entry: str, field: str, message: str, fix: str) -> None:
+        """Every problem says how to fix it: `fix` is required (and not empty)."""
+        assert fix, f"a problem without a fix: {message}"
         self.items.append(Problem(file, line, entry, field, message, fix))
 
     def raise_if_any(self) -> None:
@@ -45,6 +47,6 @@ class Problems:
             raise CodegenError(self.items)
 
 
-def did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
+def did_you_mean(word, choices) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
     return f"did you mean '{close[0]}'?" if close else ""

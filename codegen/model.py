@@ -9,9 +9,11 @@ from torchgen.model import FunctionSchema
 
 from .elementwise import ElementwiseKernel, ExpressionError, translate
 from .errors import Problems, did_you_mean
+from .names import check_identifier, check_namespace, check_text, printable_label
 from .rules import DTYPES, Rule, RuleError, parse_rule
-from .types import SUPPORTED_ARG_TYPES, base_type
-from .yaml_loader import DuplicateKey, LineDict, load_yaml
+from .types import SUPPORTED_ARG_TYPES, base_type, check_default
+from .yaml_loader import LineDict, LineList, load_yaml_file
+from . import kernel_signatures
 
 ENTRY_KEYS = {"func", "exec", "elementwise", "composite", "out", "dtypes", "checks", "contiguous", "variants",
               "deprecated", "doc"}
@@ -51,6 +53,7 @@ class OpDecl:
     deprecated: str | None = None  # the operator to use instead
     derivative: object = None  # torchgen DifferentiabilityInfo, attached by derivatives.py
     aten_calls: set = field(default_factory=set)  # aten ops its formulas or composite expression call
+    composite_line: int = 0  # where the composite expression is written
 
     @property
     def name(self) -> str:
@@ -72,6 +75,7 @@ class Project:
     backend: str
     namespace: str
     ops: list[OpDecl] = field(default_factory=list)
+    rejected: set = field(default_factory=set)  # names of entries with problems (derivatives skip them)
 
     @property
     def custom_ops(self) -> list[OpDecl]:
@@ -104,36 +108,41 @@ def output_names(schema: FunctionSchema) -> list[str]:
 
 def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str = ".") -> Project:
     file = os.path.relpath(path, root)
-    with open(path) as f:
-        text = f.read()
-    try:
-        doc = load_yaml(text)
-    except DuplicateKey as e:
-        problems.add(file, e.line, "(file)", e.key, str(e), "remove one of the two")
-        return Project("simhpu", "npu")
-    except Exception as e:  # yaml.YAMLError
-        mark = getattr(e, "problem_mark", None)
-        problems.add(file, mark.line + 1 if mark else 1, "(file)", "", f"not valid YAML: {getattr(e, 'problem', e)}",
-                     "fix the YAML syntax")
-        return Project("simhpu", "npu")
+    doc = load_yaml_file(path, file, problems, empty=LineDict())
+    project = Project("simhpu", "npu")
+    if doc is None:
+        return project
     if not isinstance(doc, LineDict):
-        problems.add(file, 1, "(file)", "", "expected a mapping with 'backend', 'namespace', 'official' and 'custom'")
-        return Project("simhpu", "npu")
+        problems.add(file, getattr(doc, "line", 1), "(file)", "",
+                     "expected a mapping with 'backend', 'namespace', 'official' and 'custom'",
+                     "start the file with 'backend: simhpu' and 'namespace: npu'")
+        return project
 
     for key in doc:
         if key not in TOP_KEYS:
             problems.add(file, doc.line_of(key), "(file)", key, "unknown top-level key",
                          did_you_mean(key, TOP_KEYS) or f"use one of {sorted(TOP_KEYS)}")
-    project = Project(str(doc.get("backend", "simhpu")), str(doc.get("namespace", "npu")))
+    for key, check in (("backend", _check_backend), ("namespace", check_namespace)):
+        if key in doc:
+            message = check(doc[key])
+            if message:
+                problems.add(file, doc.line_of(key), "(file)", key, message[0], message[1])
+            else:
+                setattr(project, key, doc[key])
     seen: dict[str, int] = {}
     for kind in ("official", "custom"):
-        entries = doc.get(kind) or []
-        if not isinstance(entries, list):
-            problems.add(file, doc.line_of(kind), "(file)", kind, "expected a list of operator entries")
+        entries = doc.get(kind)
+        if entries is None:
             continue
-        for entry in entries:
-            op = _load_entry(entry, kind, file, kernels, problems)
+        if not isinstance(entries, LineList):
+            problems.add(file, doc.line_of(kind), "(file)", kind, "expected a list of operator entries",
+                         f"write each entry as a '- func: ...' item under '{kind}:'")
+            continue
+        for index, entry in enumerate(entries):
+            op = _load_entry(entry, entries.line_at(index), kind, file, kernels, problems)
             if op is None:
+                if isinstance(entry, LineDict) and isinstance(entry.get("func"), str):
+                    project.rejected.add(entry["func"].split("(")[0].strip())
                 continue
             if op.name in seen:
                 problems.add(file, op.line, op.name, "func", f"operator declared twice (first at line {seen[op.name]})",
@@ -141,12 +150,36 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
                 continue
             seen[op.name] = op.line
             project.ops.append(op)
+    _check_deprecations(project, problems)
     return project
 
 
-def _load_entry(entry, kind: str, file: str, kernels: dict[str, str], problems: Problems) -> OpDecl | None:
+def _check_backend(value):
+    if value != "simhpu":
+        return (f"the backend is the device this package builds for, 'simhpu'; got {printable_label(value)}",
+                "write 'backend: simhpu'")
+    return None
+
+
+def _check_deprecations(project: Project, problems: Problems) -> None:
+    names = {op.name for op in project.ops} | project.rejected
+    for op in project.ops:
+        if op.deprecated is None:
+            continue
+        if op.deprecated not in names:
+            problems.add(op.file, op.line, op.name, "deprecated",
+                         f"names '{op.deprecated}' as the operator to use instead, but no such operator is declared",
+                         did_you_mean(op.deprecated, names) or "name a declared npu_* operator")
+        elif op.deprecated == op.name:
+            problems.add(op.file, op.line, op.name, "deprecated", "names the operator itself as its replacement",
+                         "name the operator to use instead")
+
+
+def _load_entry(entry, line: int, kind: str, file: str, kernels: dict[str, str], problems: Problems) -> OpDecl | None:
     if not isinstance(entry, LineDict):
-        problems.add(file, 1, f"({kind} entry)", "", "expected a mapping with func, exec, out and dtypes")
+        problems.add(file, line, f"({kind} entry)", "", f"expected a mapping with func, exec, out and dtypes, got "
+                     f"{type(entry).__name__} {printable_label(entry)}",
+                     "write the entry as '- func: ...' followed by its fields, indented under it")
         return None
     return _EntryLoader(entry, kind, file, kernels, problems).load()
 
@@ -156,9 +189,10 @@ class _EntryLoader:
 
     def __init__(self, entry: LineDict, kind: str, file: str, kernels: dict[str, str], problems: Problems):
         self.entry, self.kind, self.file, self.kernels, self.problems = entry, kind, file, kernels, problems
-        self.label = str(entry["func"]).split("(")[0] if "func" in entry else "(entry without func)"
+        self.label = (printable_label(str(entry["func"]).split("(")[0].strip(), quote=False) if "func" in entry
+                      else "(entry without func)")
 
-    def bad(self, key: str, message: str, fix: str = "") -> None:
+    def bad(self, key: str, message: str, fix: str) -> None:
         line = self.entry.line_of(key) if key in self.entry else self.entry.line
         self.problems.add(self.file, line, self.label, key, message, fix)
 
@@ -169,6 +203,16 @@ class _EntryLoader:
             if key not in ENTRY_KEYS:
                 self.bad(key, "unknown field",
                          did_you_mean(key, ENTRY_KEYS) or f"allowed fields: {', '.join(sorted(ENTRY_KEYS))}")
+        # Fields that do not depend on the schema are checked even when it is wrong,
+        # so one run reports every problem of the entry.
+        dtypes = self._dtypes()
+        contiguous = entry.get("contiguous", False)
+        if not isinstance(contiguous, bool):
+            self.bad("contiguous", f"expected true or false, got {printable_label(contiguous)}",
+                     "write 'contiguous: true' or leave the field out")
+        deprecated = self._deprecated()
+        doc = self._doc()
+        variant_names = self._variant_names()
         if "func" not in entry:
             self.bad("func", "missing required field", "add 'func:' with the operator's schema")
             return None
@@ -190,25 +234,41 @@ class _EntryLoader:
             if elementwise is not None:
                 kernel = f"{schema.name.name.base}_elementwise"
                 exec_args = [*elementwise.tensors, *(n for n, _ in elementwise.numbers), *self.outs]
+        composite = None
+        if implementation == "composite":
+            composite = entry["composite"]
+            if not isinstance(composite, str):
+                self.bad("composite", f"expected a C++ expression as text, got {printable_label(composite)}",
+                         "quote the expression")
         outputs = self._outputs(elementwise)
-        dtypes = self._dtypes()
         checks = self._checks()
-        contiguous = entry.get("contiguous", False)
-        if not isinstance(contiguous, bool):
-            self.bad("contiguous", f"expected true or false, got {contiguous!r}")
-        variants = self._variants(schema, outputs)
-        deprecated = entry.get("deprecated")
-        if deprecated is not None and not re.fullmatch(r"npu_\w+", str(deprecated)):
-            self.bad("deprecated", f"expected the name of the operator to use instead, got {deprecated!r}",
-                     "e.g. deprecated: npu_new_name")
+        variants = self._variants(schema, outputs, variant_names)
 
         if len(self.problems.items) != errors_before:
             return None
-        return OpDecl(self.kind, schema, kernel, exec_args, outputs, [str(d) for d in dtypes], checks, contiguous,
-                      " ".join(str(entry.get("doc", "")).split()), self.file, entry.line,
+        return OpDecl(self.kind, schema, kernel, exec_args, outputs, dtypes, checks, contiguous,
+                      " ".join(doc.split()), self.file, entry.line,
                       elementwise=elementwise,
-                      composite=str(entry["composite"]).strip() if implementation == "composite" else None,
-                      variants=variants, deprecated=None if deprecated is None else str(deprecated))
+                      composite=composite.strip() if composite is not None else None,
+                      variants=variants, deprecated=deprecated,
+                      composite_line=entry.line_of("composite"))
+
+    def _deprecated(self) -> str | None:
+        deprecated = self.entry.get("deprecated")
+        if deprecated is not None and not (isinstance(deprecated, str) and re.fullmatch(r"npu_[a-z0-9_]{1,60}",
+                                                                                       deprecated)):
+            self.bad("deprecated", f"expected the name of the operator to use instead, got "
+                     f"{printable_label(deprecated)}", "e.g. deprecated: npu_new_name")
+            return None
+        return deprecated
+
+    def _doc(self) -> str:
+        doc = self.entry.get("doc", "")
+        problem = check_text(doc, "the doc")
+        if problem:
+            self.bad("doc", *problem)
+            return ""
+        return doc
 
     def _implementation(self) -> str | None:
         given = [k for k in IMPLEMENTATIONS if k in self.entry]
@@ -225,10 +285,20 @@ class _EntryLoader:
         return None
 
     def _schema(self) -> FunctionSchema | None:
+        text = self.entry["func"]
+        problem = check_text(text, "the schema", limit=1000)
+        if problem is None and ("\n" in text or "\t" in text):
+            problem = ("the schema spans several lines", "write the schema on one line")
+        if problem is None and not text.isascii():
+            problem = ("the schema holds characters other than ASCII", "write names and types in ASCII")
+        if problem:
+            self.bad("func", *problem)
+            return None
         try:
-            schema = FunctionSchema.parse(str(self.entry["func"]))
-        except Exception as e:
-            self.bad("func", f"schema does not parse: {e}", "write it in PyTorch's schema language, e.g. "
+            schema = FunctionSchema.parse(text)
+        except Exception as e:  # torchgen reports schema mistakes as assorted exceptions
+            reason = printable_label(str(e).split("\n")[0], limit=200, quote=False)
+            self.bad("func", f"schema does not parse: {reason}", "write it in PyTorch's schema language, e.g. "
                      "npu_op(Tensor x, float eps=1e-06) -> Tensor")
             return None
         name = str(schema.name)
@@ -240,46 +310,116 @@ class _EntryLoader:
             if not name.startswith("npu_"):
                 self.bad("func", f"custom operator names start with 'npu_', got '{name}'", f"rename it to 'npu_{name}'")
                 return None
+            problem = check_identifier(name, "operator name", allow_generated=True)
+            if problem:
+                self.bad("func", *problem)
+                return None
         if not schema.returns or any(str(r.type) != "Tensor" for r in schema.returns):
-            self.bad("func", "every return must be a Tensor (and there must be at least one)")
+            self.bad("func", "every return must be a Tensor (and there must be at least one)",
+                     "return Tensor, or a tuple of Tensors: -> (Tensor a, Tensor b)")
             return None
+        ok = self._names(schema)
         for a in schema.arguments.flat_all:
             if base_type(a.type) not in SUPPORTED_ARG_TYPES:
                 self.bad("func", f"argument '{a.name}' has type {a.type}, which device ops do not take",
                          f"use one of {', '.join(SUPPORTED_ARG_TYPES)}")
-                return None
+                ok = False
+                continue
+            problem = check_default(a)
+            if problem:
+                self.bad("func", *problem)
+                ok = False
         if not any(str(a.type) == "Tensor" for a in schema.arguments.flat_all):
-            self.bad("func", "the op needs at least one Tensor argument (it decides the device)")
+            self.bad("func", "the op needs at least one Tensor argument (it decides the device)",
+                     "add a Tensor argument")
             return None
-        return schema
+        if ok and self.kind == "official":
+            ok = self._official(schema)
+        return schema if ok else None
+
+    def _names(self, schema: FunctionSchema) -> bool:
+        """Arguments and returns have distinct names the generated code can use."""
+        ok, seen = True, set()
+        named = [("argument", a.name) for a in schema.arguments.flat_all]
+        named += [("output", n) for n in output_names(schema) if n not in ("out",) or len(schema.returns) != 1]
+        for what, name in named:
+            problem = check_identifier(name, f"{what} name")
+            if problem:
+                self.bad("func", *problem)
+                ok = False
+            elif name in seen:
+                self.bad("func", f"the name '{name}' is used twice among the arguments and outputs",
+                         "give each argument and output a name of its own")
+                ok = False
+            seen.add(name)
+        return ok
+
+    def _official(self, schema: FunctionSchema) -> bool:
+        """An official entry is an existing functional aten op, declared exactly as aten does."""
+        if schema.name.name.inplace or schema.is_out_fn() or any(a.annotation for a in schema.arguments.flat_all):
+            self.bad("func", "official entries run functional aten ops (a new output per call); in-place and out= "
+                     "forms are served from the functional one's kernel by PyTorch",
+                     "declare the functional overload, e.g. add.Tensor")
+            return False
+        aten = {s.overload_name: str(s).removeprefix("aten::")
+                for s in _aten_schemas(str(schema.name.name))}
+        overload = schema.name.overload_name
+        if overload not in aten:
+            known = ", ".join(f"{schema.name.name}{'.' + o if o else ''}" for o in aten) or "none"
+            self.bad("func", f"'{schema.name}' is not an aten operator (aten overloads of that name: {known})",
+                     "copy the schema from PyTorch's native_functions.yaml")
+            return False
+        if aten[overload] != str(schema):
+            self.bad("func", f"the schema differs from aten's: {aten[overload]}", "copy aten's schema exactly")
+            return False
+        return True
 
     def _exec(self) -> tuple[str, list[str]]:
-        parts = [p.strip() for p in str(self.entry["exec"]).split(",")]
+        text = self.entry["exec"]
+        if not isinstance(text, str):
+            self.bad("exec", f"expected 'KERNEL, arg, ..., out' as text, got {printable_label(text)}",
+                     "write 'exec: KERNEL, arg, ..., out'")
+            return "", []
+        parts = [p.strip() for p in text.split(",")]
         kernel, exec_args = parts[0], parts[1:]
-        if not re.fullmatch(r"\w+", kernel):
-            self.bad("exec", f"'{kernel}' is not a kernel name", "write 'exec: KERNEL, arg, ..., out'")
-        elif kernel not in self.kernels:
+        if not re.fullmatch(r"[A-Za-z_]\w{0,63}", kernel):
+            self.bad("exec", f"{printable_label(kernel)} is not a kernel name", "write 'exec: KERNEL, arg, ..., out'")
+            return "", []
+        if kernel not in self.kernels:
             hint = did_you_mean(kernel, self.kernels)
             self.bad("exec", f"no kernel '{kernel}' is registered under csrc/kernels (SIMHPU_KERNEL({kernel}))",
                      hint or f"add csrc/kernels/{kernel}.cpp, or run 'python -m codegen new-op'")
+        ok = True
         for arg in exec_args:
             if arg not in self.arg_types and arg not in self.outs:
                 hint = did_you_mean(arg, list(self.arg_types) + self.outs)
-                self.bad("exec", f"'{arg}' is neither an argument nor an output of {self.label} "
-                                 f"(outputs: {', '.join(self.outs)})", hint)
+                self.bad("exec", f"{printable_label(arg)} is neither an argument nor an output of {self.label} "
+                                 f"(outputs: {', '.join(self.outs)})",
+                         hint or f"pass arguments of the schema: {', '.join(self.arg_types)}")
+                ok = False
         for out in self.outs:
             if out not in exec_args:
                 self.bad("exec", f"output '{out}' is not passed to the kernel", f"add '{out}' to the exec arguments")
+                ok = False
+        if ok and exec_args[len(exec_args) - len(self.outs):] != self.outs:
+            self.bad("exec", f"the outputs ({', '.join(self.outs)}) must come last, in order, and only once",
+                     f"write 'exec: {kernel}, {', '.join(a for a in exec_args if a not in self.outs)}, "
+                     f"{', '.join(self.outs)}'")
+            ok = False
+        if ok and kernel in self.kernels:
+            for message in kernel_signatures.mismatches(kernel, self.kernels[kernel], exec_args, self.arg_types):
+                self.bad("exec", message, "pass the kernel's parameters in its order, or change the kernel")
         return kernel, exec_args
 
     def _elementwise(self) -> ElementwiseKernel | None:
         if len(self.outs) != 1:
-            self.bad("elementwise", "an elementwise op has exactly one output")
+            self.bad("elementwise", "an elementwise op has exactly one output", "return a single Tensor")
             return None
         try:
             return translate(self.entry["elementwise"], self.arg_types)
         except ExpressionError as e:
-            self.bad("elementwise", str(e))
+            self.bad("elementwise", str(e), "write a Python-syntax expression over the arguments, e.g. "
+                     "self * sigmoid(beta * self)")
             return None
 
     def _outputs(self, elementwise: ElementwiseKernel | None) -> list[Output]:
@@ -294,8 +434,9 @@ class _EntryLoader:
             rules = self.entry["out"]
             if len(self.outs) == 1 and isinstance(rules, LineDict) and set(rules) <= {"size", "dtype"}:
                 rules = {self.outs[0]: rules}
+        example = "out: {size: x, dtype: x}"
         if not isinstance(rules, dict):
-            self.bad("out", "expected {size: RULE, dtype: RULE}, or one such mapping per output")
+            self.bad("out", "expected {size: RULE, dtype: RULE}, or one such mapping per output", f"e.g. {example}")
             return []
         outputs = []
         for out in self.outs:
@@ -303,53 +444,80 @@ class _EntryLoader:
                 self.bad("out", f"no rule for output '{out}'", f"add '{out}: {{size: ..., dtype: ...}}'")
         for out, rule in rules.items():
             if out not in self.outs:
-                self.bad("out", f"'{out}' is not an output of {self.label} (outputs: {', '.join(self.outs)})",
-                         did_you_mean(out, self.outs))
+                self.bad("out", f"{printable_label(out)} is not an output of {self.label} "
+                         f"(outputs: {', '.join(self.outs)})", did_you_mean(out, self.outs) or "name an output")
                 continue
             if not isinstance(rule, dict) or set(rule) != {"size", "dtype"}:
-                self.bad("out", f"output '{out}' needs exactly 'size' and 'dtype'")
+                self.bad("out", f"output '{out}' needs exactly 'size' and 'dtype'",
+                         f"write '{out}: {{size: RULE, dtype: RULE}}'")
                 continue
             try:
                 outputs.append(Output(out, parse_rule(rule["size"], "size", self.arg_types),
                                       parse_rule(rule["dtype"], "dtype", self.arg_types),
                                       f"size {rule['size']}, dtype {rule['dtype']}"))
             except RuleError as e:
-                self.bad("out", f"output '{out}': {e}")
+                self.bad("out", f"output '{out}': {e}", "see the rule list at the top of the file")
         return outputs
 
-    def _dtypes(self) -> list:
+    def _dtypes(self) -> list[str]:
         dtypes = self.entry.get("dtypes") or []
         if not isinstance(dtypes, list):
             self.bad("dtypes", "expected a list of dtype names", "e.g. dtypes: [float32, float16]")
             return []
+        result = []
         for d in dtypes:
-            if d not in DTYPES:
-                self.bad("dtypes", f"unknown dtype '{d}'", did_you_mean(str(d), DTYPES) or f"use {', '.join(DTYPES)}")
-        return dtypes
+            if not isinstance(d, str) or d not in DTYPES:
+                self.bad("dtypes", f"unknown dtype {printable_label(d)}",
+                         did_you_mean(str(d), DTYPES) or f"use {', '.join(DTYPES)}")
+            elif d in result:
+                self.bad("dtypes", f"dtype '{d}' is listed twice", "list each dtype once")
+            else:
+                result.append(d)
+        return result
 
     def _checks(self) -> list[Rule]:
+        texts = self.entry.get("checks") or []
+        if not isinstance(texts, list):
+            self.bad("checks", f"expected a list of checks, got {printable_label(texts)}",
+                     f"write 'checks: [{texts}]'" if isinstance(texts, str) else "e.g. checks: [\"same_shape(x, y)\"]")
+            return []
         checks = []
-        for text in self.entry.get("checks") or []:
+        for text in texts:
             try:
                 checks.append(parse_rule(text, "check", self.arg_types))
             except RuleError as e:
-                self.bad("checks", str(e))
+                self.bad("checks", str(e), "see the rule list at the top of the file")
         return checks
 
-    def _variants(self, schema: FunctionSchema, outputs: list[Output]) -> tuple:
+    def _variant_names(self) -> list[str]:
         variants = self.entry.get("variants") or []
         if not isinstance(variants, list):
             self.bad("variants", "expected a list", "e.g. variants: [out, inplace]")
-            return ()
+            return []
+        names = []
         for v in variants:
             if v not in VARIANTS:
-                self.bad("variants", f"unknown variant '{v}'", did_you_mean(str(v), VARIANTS) or "use out or inplace")
+                self.bad("variants", f"unknown variant {printable_label(v)}",
+                         did_you_mean(str(v), VARIANTS) or "use out or inplace")
+            elif v in names:
+                self.bad("variants", f"variant '{v}' is listed twice", "list each variant once")
+            else:
+                names.append(v)
+        return names
+
+    def _variants(self, schema: FunctionSchema, outputs: list[Output], variants: list[str]) -> tuple:
         if "composite" in self.entry and variants:
-            self.bad("variants", "composite ops have no out= or in-place variants")
+            self.bad("variants", "composite ops have no out= or in-place variants", "remove 'variants:'")
         if "inplace" in variants:
             first = schema.arguments.flat_positional[0] if schema.arguments.flat_positional else None
             if first is None or first.name != "self" or str(first.type) != "Tensor" or len(outputs) != 1:
                 self.bad("variants", "an in-place variant writes its single output into a first argument "
                                      "'Tensor self'", "name the first argument self, or drop 'inplace'")
+        if self.kind == "official" and variants:
+            self.bad("variants", "official ops get their variants from PyTorch", "remove 'variants:'")
         return tuple(v for v in VARIANTS if v in variants)
 
+
+def _aten_schemas(name: str) -> list:
+    import torch  # torch's own operator registry: the truth about aten schemas
+    return torch._C._jit_get_schemas_for_operator(f"aten::{name}")

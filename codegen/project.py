@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from .cpp_calls import formula_helpers, resolve
+from .cpp_expr import ExpressionError, Scope, formula_helpers, parse
 from .derivatives import attach_derivatives
 from .emit import render, write_tree
 from .errors import CodegenError, Problems  # noqa: F401  (CodegenError: what load_project raises)
@@ -19,9 +19,10 @@ def load_project(root: str) -> Project:
     problems = Problems()
     kernels = registered_kernels(os.path.join(root, KERNEL_DIR))
     project = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root)
-    if not problems.items:
-        _resolve_composites(root, project, problems)
-        attach_derivatives(os.path.join(root, DERIVATIVES_YAML), project, problems, root)
+    # Both files are checked in one run whatever the other holds: derivative
+    # entries of operators whose declaration has problems are skipped, not reported.
+    _resolve_composites(root, project, problems)
+    attach_derivatives(os.path.join(root, DERIVATIVES_YAML), project, problems, root)
     problems.raise_if_any()
     return project
 
@@ -33,13 +34,46 @@ def generate(root: str, out_dir: str) -> list[str]:
 
 
 def _resolve_composites(root: str, project: Project, problems: Problems) -> None:
-    npu_ops = {op.cpp_name for op in project.custom_ops}
-    helpers = formula_helpers(root)
+    """Parse each composite expression (rendering its C++ from the parse) and
+    refuse composites that call themselves through other composites."""
+    # Operators rejected for problems of their own still count as declared, so
+    # their callers are not reported too.
+    npu_ops = frozenset(op.cpp_name for op in project.custom_ops) | project.rejected
+    helpers = frozenset(formula_helpers(root))
+    calls: dict[str, set] = {}
     for op in project.ops:
         if op.composite is None:
             continue
-        values = {a.name for a in op.schema.arguments.flat_all}
-        aten, unknown = resolve(op.composite, values, npu_ops - {op.cpp_name}, helpers)
-        op.aten_calls |= aten
-        for message in unknown:
-            problems.add(op.file, op.line, op.name, "composite", f"the expression {message}")
+        scope = Scope(frozenset(a.name for a in op.schema.arguments.flat_all), npu_ops - {op.cpp_name}, helpers)
+        try:
+            parsed = parse(op.composite, scope)
+        except ExpressionError as e:
+            problems.add(op.file, op.composite_line, op.name, "composite", f"the expression {e}",
+                         "write one C++ expression over the arguments, calling npu_* operators, aten "
+                         "operators or helpers from csrc/autograd/formulas.h")
+            op.composite = None
+            continue
+        op.composite = parsed.cpp
+        op.aten_calls |= parsed.aten_calls
+        calls[op.cpp_name] = parsed.npu_calls
+    for op in project.ops:
+        cycle = _call_cycle(op.cpp_name, calls)
+        if cycle:
+            problems.add(op.file, op.composite_line, op.name, "composite",
+                         "composite operators call each other in a cycle: " + " -> ".join(cycle),
+                         "let one of them call a kernel (exec:) instead")
+
+
+def _call_cycle(start: str, calls: dict[str, set]) -> list[str]:
+    """The shortest chain of composite calls from `start` back to itself, or []."""
+    paths = [[start]]
+    seen = set()
+    while paths:
+        path = paths.pop(0)
+        for callee in sorted(calls.get(path[-1], ())):
+            if callee == start:
+                return path + [start]
+            if callee not in seen:
+                seen.add(callee)
+                paths.append(path + [callee])
+    return []

@@ -127,12 +127,16 @@ def _literal(node):
 
 def parse_rule(text, kind: str, arg_types: dict[str, str]) -> Rule:
     """Parse and check one rule; `arg_types` maps argument names to schema types."""
-    text = str(text).strip()
     usage = ", ".join(s.usage for s in SPECS.values() if s.kind == kind)
+    if not isinstance(text, str) or len(text) > 500:
+        raise RuleError(f"expected a rule as text of at most 500 characters; expected one of: {usage}")
+    text = text.strip()
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError as e:
         raise RuleError(f"'{text}' does not parse as a rule ({e.msg}); expected one of: {usage}") from e
+    except (RecursionError, MemoryError) as e:
+        raise RuleError(f"the rule nests too deeply; expected one of: {usage}") from e
 
     if kind == "size" and isinstance(node, ast.List):
         return Rule("shape", (_check_param("int_list", node, arg_types, "shape"),))
@@ -189,9 +193,12 @@ def _check_param(param: str, arg, arg_types: dict[str, str], fn: str):
             raise RuleError(f"{fn}: argument '{name}' is {arg_types[name]}, expected {_PARAM_WORDS[param]}")
         return ArgRef(name)
     value = _literal(arg)
-    ok = {"int_list": lambda v: isinstance(v, list) and all(isinstance(i, int) for i in v),
+    def small_int(v):
+        return isinstance(v, int) and not isinstance(v, bool) and -(2**62) < v < 2**62
+
+    ok = {"int_list": lambda v: isinstance(v, list) and all(small_int(i) for i in v),
           "bool": lambda v: isinstance(v, bool),
-          "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+          "int": small_int,
           "tensor": lambda v: False, "tensor_or_list": lambda v: False}[param]
     if not ok(value):
         raise RuleError(f"{fn}: '{ast.unparse(arg)}' is not a valid {param.replace('_', ' ')}")

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 
-from .project import DERIVATIVES_YAML, KERNEL_DIR, OPS_YAML
+from .cpp_expr import FORMULA_HELPERS_HEADER
+from .errors import CodegenError
+from .names import check_identifier
+from .project import DERIVATIVES_YAML, KERNEL_DIR, OPS_YAML, load_project
 
 KERNEL_TEMPLATE = """// The device kernel of npu_{name}. Replace the expression below with the real
 // computation; see csrc/kernels/kernel_api.h for what a kernel receives.
@@ -38,21 +43,45 @@ DERIVATIVE_TEMPLATE = """
 
 
 def new_op(root: str, name: str) -> list[str]:
-    """Write the kernel file and append the YAML entries; returns what was written."""
+    """Write the kernel file and append the YAML entries; returns what was written.
+
+    Nothing is written unless the project, with the three pieces added, still
+    validates (checked on a copy first)."""
     name = name.removeprefix("npu_")
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise ValueError(f"'{name}' is not a valid operator name: use lower_case letters, digits and _")
-    kernel_path = os.path.join(root, KERNEL_DIR, f"{name}.cpp")
-    ops_path = os.path.join(root, OPS_YAML)
-    with open(ops_path) as f:
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,40}", name):
+        raise ValueError(f"'{name}' is not a valid operator name: use lower_case letters, digits and _ "
+                         "(at most 40), starting with a letter")
+    for candidate, what in ((name, "kernel name"), (f"npu_{name}", "operator name")):
+        problem = check_identifier(candidate, what, allow_generated=True)
+        if problem:
+            raise ValueError(f"{problem[0]}; {problem[1]}")
+    with open(os.path.join(root, OPS_YAML), encoding="utf-8", errors="replace") as f:
         if re.search(rf"func:\s*npu_{name}\(", f.read()):
             raise ValueError(f"npu_{name} is already declared in {OPS_YAML}")
-    if os.path.exists(kernel_path):
-        raise ValueError(f"{os.path.relpath(kernel_path, root)} already exists")
-    with open(kernel_path, "w") as f:
-        f.write(KERNEL_TEMPLATE.format(name=name))
-    with open(ops_path, "a") as f:
-        f.write(ENTRY_TEMPLATE.format(name=name))
-    with open(os.path.join(root, DERIVATIVES_YAML), "a") as f:
-        f.write(DERIVATIVE_TEMPLATE.format(name=name))
-    return [os.path.relpath(kernel_path, root), OPS_YAML, DERIVATIVES_YAML]
+    kernel_rel = os.path.join(KERNEL_DIR, f"{name}.cpp")
+    if os.path.exists(os.path.join(root, kernel_rel)):
+        raise ValueError(f"{kernel_rel} already exists")
+    additions = {kernel_rel: KERNEL_TEMPLATE.format(name=name), OPS_YAML: ENTRY_TEMPLATE.format(name=name),
+                 DERIVATIVES_YAML: DERIVATIVE_TEMPLATE.format(name=name)}
+    with tempfile.TemporaryDirectory() as staging:
+        for rel in (OPS_YAML, DERIVATIVES_YAML):
+            shutil.copy(os.path.join(root, rel), os.path.join(staging, rel))
+        for folder in (KERNEL_DIR, os.path.dirname(FORMULA_HELPERS_HEADER)):
+            if os.path.isdir(os.path.join(root, folder)):
+                shutil.copytree(os.path.join(root, folder), os.path.join(staging, folder))
+        _apply(staging, additions)
+        try:
+            load_project(staging)
+        except CodegenError as e:
+            raise ValueError(f"npu_{name} cannot be added as scaffolded:\n{e}") from None
+    _apply(root, additions)
+    return list(additions)
+
+
+def _apply(root: str, additions: dict[str, str]) -> None:
+    """Create the kernel file; append the YAML entries."""
+    for rel, text in additions.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "a" if rel.endswith(".yaml") else "x") as f:
+            f.write(text)

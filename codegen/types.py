@@ -7,6 +7,7 @@ bindings, and the types and defaults of the Python stubs.
 from __future__ import annotations
 
 import ast
+import math
 import re
 
 from torchgen import local
@@ -105,3 +106,55 @@ def python_default(arg: Argument) -> str:
     if _is_list(str(arg.type)) and not text.startswith("["):
         return f"[{text}]"
     return text
+
+
+_SAFE_STRING = re.compile(r"[A-Za-z0-9_ .,:+-]{0,64}")
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def check_default(arg: Argument) -> tuple[str, str] | None:
+    """(problem, fix) if the argument's default cannot be written in C++ and
+    Python as the value the schema means, else None."""
+    text, schema_type = arg.default, base_type(arg.type)
+    if text is None:
+        return None
+    where = f"argument '{arg.name}' ({arg.type})"
+    if text == "None":
+        if schema_type.endswith("?"):
+            return None
+        return f"{where} defaults to None but is not optional", f"write the type as {arg.type}? or give a value"
+    base = schema_type.rstrip("?")
+    if base in ("Tensor", "Tensor[]", "ScalarType"):
+        return f"{where} can only default to None", "write =None, and make the type optional"
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return f"{where} has the default '{text[:40]}', which is not a literal value", _default_fix(base)
+    if base in ("int", "SymInt"):
+        ok = isinstance(value, int) and not isinstance(value, bool) and _INT64[0] <= value <= _INT64[1]
+    elif base in ("float", "Scalar"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+            and abs(value) < 2**63
+    elif base == "bool":
+        ok = isinstance(value, bool)
+    elif base == "str":
+        ok = isinstance(value, str) and _SAFE_STRING.fullmatch(value) is not None
+    elif base in ("int[]", "SymInt[]"):
+        items = value if isinstance(value, list) else [value]
+        ok = all(isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1] for v in items)
+    else:
+        ok = False
+    return None if ok else (f"{where} has the default '{text[:40]}', which is not a valid {base}", _default_fix(base))
+
+
+def _default_fix(base: str) -> str:
+    return {
+        "int": "write a whole number in int64's range, e.g. =1",
+        "SymInt": "write a whole number in int64's range, e.g. =1",
+        "float": "write a finite number, e.g. =1.0 (inf and nan cannot be defaults)",
+        "Scalar": "write a finite number, e.g. =1",
+        "bool": "write =True or =False",
+        "str": 'write a short quoted word, e.g. ="sum" (letters, digits, space and _ . , : + -)',
+        "int[]": "write a list of whole numbers, e.g. =[0, 1]",
+        "SymInt[]": "write a list of whole numbers, e.g. =[0, 1]",
+    }.get(base, "remove the default")

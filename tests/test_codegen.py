@@ -158,7 +158,7 @@ def test_generated_cpp_reads_as_written(codegen, tmp_path):
 // Launches the kernel on checked arguments, writing the outputs.
 void run_npu_add_custom(const at::Tensor & x, const at::Tensor & y, c10::ScalarType dtype, const at::Tensor& out) {
   (void)dtype;
-  EXEC_CMD_FOR(kOpName, add_custom, x, y, out);
+  EXEC_CMD_FOR(kOpName, add_custom, x, y, written(out));
 }
 
 // PrivateUse1 kernel: check, allocate the outputs by the `out` rules, launch.
