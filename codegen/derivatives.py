@@ -100,7 +100,7 @@ def attach_derivatives(path: str, project: Project, problems: Problems, root: st
                 "copy the func: line of the operator")
             continue
         op = ops.get(str(schema.name))
-        if op is None and str(schema.name) in project.rejected:
+        if op is None and (str(schema.name) in project.rejected or not project.readable):
             continue  # its declaration has problems of its own, reported there
         if op is None:
             bad("name", f"no operator '{schema.name}' is declared in op_plugin_functions.yaml",

@@ -76,6 +76,7 @@ class Project:
     namespace: str
     ops: list[OpDecl] = field(default_factory=list)
     rejected: set = field(default_factory=set)  # names of entries with problems (derivatives skip them)
+    readable: bool = True  # False when the file itself could not be read: every operator is unknown
 
     @property
     def custom_ops(self) -> list[OpDecl]:
@@ -110,6 +111,8 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
     file = os.path.relpath(path, root)
     doc = load_yaml_file(path, file, problems, empty=LineDict())
     project = Project("simhpu", "npu")
+    if doc is None or not isinstance(doc, LineDict):
+        project.readable = False
     if doc is None:
         return project
     if not isinstance(doc, LineDict):

@@ -27,6 +27,8 @@ def _device_drained():
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Helper modules next to the tests (yaml_edit.py); --import-mode=importlib does not add this folder.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def _import_from_source(module: str):

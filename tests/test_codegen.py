@@ -4,6 +4,7 @@ import os
 import shutil
 
 import pytest
+from yaml_edit import copy_project, edit, line_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -12,10 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture
 def project_dir(tmp_path):
     """A copy of the project's YAML files and kernels to break."""
-    for name in ("op_plugin_functions.yaml", "derivatives.yaml"):
-        shutil.copy(os.path.join(ROOT, name), tmp_path / name)
-    shutil.copytree(os.path.join(ROOT, "csrc", "kernels"), tmp_path / "csrc" / "kernels")
-    shutil.copytree(os.path.join(ROOT, "csrc", "autograd"), tmp_path / "csrc" / "autograd")
+    copy_project(tmp_path)
     return tmp_path
 
 
@@ -25,16 +23,6 @@ def remove_block(path, start):
     begin = text.index(start)
     end = text.find("\n\n", begin)
     path.write_text(text[:begin] + (text[end + 2:] if end != -1 else ""))
-
-
-def edit(path, old, new):
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
-
-
-def line_of(path, fragment):
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if fragment in line)
 
 
 def problems(codegen, root):

@@ -36,7 +36,7 @@ inline at::Scalar to_scalar(const pybind11::handle& obj, const char* op, const c
   }
   throw pybind11::type_error(std::string(op) + ": argument '" + arg +
                              "' must be a number (bool, int, float or complex), got " +
-                             std::string(pybind11::str(obj.get_type().attr("__name__"))));
+                             Py_TYPE(p)->tp_name);
 }
 
 inline std::optional<at::Scalar> to_optional_scalar(const pybind11::handle& obj, const char* op, const char* arg) {

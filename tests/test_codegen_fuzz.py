@@ -1,0 +1,122 @@
+"""A seeded fuzzer of the shipped YAML files (issue 11).
+
+Each case applies one to three random mutations (values replaced by hostile
+tokens, lines deleted, duplicated, swapped or inserted, bytes corrupted, the
+file cut short) to op_plugin_functions.yaml or derivatives.yaml. Every outcome
+must be one of two:
+
+- rejected: a CodegenError whose every problem reads `file:line: entry: ...`
+  and says how to fix it;
+- accepted: the generated tree renders, its Python files parse, and nothing
+  hostile appears in its C++ outside string literals and comments.
+
+Anything else (another exception, a hang) fails. SIMHPU_FUZZ_CASES sets how
+many cases run (CI: 300); SIMHPU_FUZZ_SEED the seed.
+"""
+from __future__ import annotations
+
+import ast
+import collections
+import os
+import random
+import re
+
+import pytest
+from yaml_edit import ROOT, copy_project
+
+CASES = int(os.environ.get("SIMHPU_FUZZ_CASES", "300"))
+SEED = int(os.environ.get("SIMHPU_FUZZ_SEED", "11"))
+FILES = ("op_plugin_functions.yaml", "derivatives.yaml")
+
+# What a hostile author would type; the markers below must never reach generated code as code.
+HOSTILE = [
+    ";", "}", "{", '"', "'", ")doc\"", '"""', "std::system(\"id\")", "#include <cstdlib>", "*a", "&a x", "|",
+    "1e999", "inf", "nan", "2**70", "-1", "0", "[]", "{}", "null", "yes", "~", "[[float32]]", "\\", "\u200b",
+    "\u202e", "lambda", "class", "dtype", "out", "guard", "kOpName", "A" * 300, "npu_add_custom", "x", "self",
+    "Tensor", "float32", "grad", "grad; INJECTED", "INJECTED()", "x.INJECTED()", "at::INJECTED(x)",
+    "') INJECTED('", "\"; INJECTED; \"", "npu_x(Tensor x) -> Tensor", "(" * 50, "- - -", ": :", "&anchor",
+]
+INJECTION_MARKERS = ("INJECTED", "system(", "#include <cstdlib>")
+
+
+def mutate(text: str, rng: random.Random) -> bytes:
+    lines = text.split("\n")
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(["value", "word", "delete", "duplicate", "swap", "insert", "bytes", "truncate"])
+        if not lines:
+            lines = [""]
+        i = rng.randrange(len(lines))
+        token = rng.choice(HOSTILE)
+        if kind == "value" and ": " in lines[i]:
+            key, _, _ = lines[i].partition(": ")
+            lines[i] = f"{key}: {token}"
+        elif kind == "word":
+            words = re.findall(r"\w+", lines[i])
+            if words:
+                lines[i] = lines[i].replace(rng.choice(words), token, 1)
+        elif kind == "delete":
+            del lines[i]
+        elif kind == "duplicate":
+            lines.insert(i, lines[i])
+        elif kind == "swap":
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif kind == "insert":
+            lines.insert(i, " " * rng.choice([0, 2, 4, 6]) + rng.choice(["", "- ", "x: ", "doc: "]) + token)
+        elif kind == "truncate":
+            lines = lines[:i]
+    data = "\n".join(lines).encode("utf-8")
+    if rng.random() < 0.05:
+        at = rng.randrange(len(data) + 1)
+        data = data[:at] + bytes([rng.choice([0x00, 0xff, 0xc3, 0x80, 0x1b])]) + data[at:]
+    return data
+
+
+def code_outside_literals(cpp: str) -> str:
+    cpp = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', cpp)
+    return re.sub(r"//[^\n]*", "", cpp)
+
+
+def check_generated(files: dict[str, str]) -> None:
+    for rel, content in files.items():
+        if rel.endswith((".py", ".pyi")):
+            ast.parse(content, filename=rel)
+        if rel.endswith((".cpp", ".h")):
+            code = code_outside_literals(content)
+            for marker in INJECTION_MARKERS:
+                assert marker not in code, f"{marker!r} reached {rel} as code"
+
+
+@pytest.fixture(scope="module")
+def emit():
+    from conftest import _import_from_source
+    return _import_from_source("codegen.emit")
+
+
+def test_fuzzed_yaml_is_rejected_cleanly_or_generates_safe_code(codegen, emit, tmp_path):
+    copy_project(tmp_path)
+    originals = {name: (tmp_path / name).read_text() for name in FILES}
+    rng = random.Random(SEED)
+    outcomes = collections.Counter()
+    for case in range(CASES):
+        target = rng.choice(FILES)
+        mutated = mutate(originals[target], rng)
+        for name in FILES:
+            (tmp_path / name).write_text(originals[name])
+        (tmp_path / target).write_bytes(mutated)
+        try:
+            project = codegen.load_project(str(tmp_path))
+        except codegen.CodegenError as error:
+            for problem in error.problems:
+                first = str(problem).split("\n")[0]
+                assert re.match(r"^(op_plugin_functions|derivatives)\.yaml:\d+: ", first), (case, first)
+                assert problem.fix.strip(), (case, first)
+            outcomes["rejected"] += 1
+            continue
+        except Exception as error:  # noqa: BLE001 - the point: nothing but CodegenError
+            pytest.fail(f"case {case} (seed {SEED}) on {target} raised {type(error).__name__}: {error}\n"
+                        f"--- mutated file ---\n{mutated.decode('utf-8', 'replace')}")
+        check_generated(emit.render(project))
+        outcomes["accepted"] += 1
+    print(f"fuzz: {CASES} cases, seed {SEED}: {dict(outcomes)}")
+    assert outcomes["rejected"] > CASES // 4 and sum(outcomes.values()) == CASES
