@@ -120,10 +120,13 @@ def test_out_and_in_place_variants_refuse_overlapping_memory():
 def test_gather_index_larger_than_self_outside_the_gathered_dimension():
     self_ = torch.arange(6.0).reshape(2, 3)
     index = torch.zeros(5, 2, dtype=torch.long)
-    with pytest.raises(RuntimeError):
-        torch.gather(self_, 1, index)  # the CPU refuses it too
-    with pytest.raises(ValueError, match=r"gather: 'index' \[5, 2\] is larger than 'self' \[2, 3\] in dimension 0"):
+    with pytest.raises(RuntimeError) as cpu:
+        torch.gather(self_, 1, index)
+    # The adapter's check refuses it (the kernel would read past self); the
+    # reference path then raises exactly what the CPU does.
+    with pytest.raises(RuntimeError, match="Size does not match at dimension 0") as device:
         torch.gather(self_.simhpu(), 1, index.simhpu())
+    assert str(cpu.value) in str(device.value)
     torch.testing.assert_close(torch.gather(self_.simhpu(), 1, index[:2].simhpu()).cpu(),
                                torch.gather(self_, 1, index[:2]))
 
@@ -230,3 +233,15 @@ def test_forked_child_that_never_touches_the_device_exits_cleanly(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "child status 0" in out.stdout
     assert out.stderr.strip() == "", out.stderr
+
+
+def test_official_op_refusals_match_the_cpu_exactly():
+    """The adapter's own checks refuse the call; the reference path then fails it as PyTorch's kernel does."""
+    for shapes in [((2, 3), (4,)), ((5,), (2, 5, 3))]:
+        a, b = torch.ones(*shapes[0]), torch.ones(*shapes[1])
+        with pytest.raises(RuntimeError) as cpu:
+            a + b
+        with pytest.raises(RuntimeError) as device:
+            a.simhpu() + b.simhpu()
+        assert type(device.value) is type(cpu.value) and str(cpu.value) in str(device.value)
+    torch.testing.assert_close((torch.ones(2, 3).simhpu() + torch.ones(3).simhpu()).cpu(), torch.full((2, 3), 2.0))
