@@ -11,7 +11,9 @@ must be one of two:
   hostile appears in its C++ outside string literals and comments.
 
 Anything else (another exception, a hang) fails. SIMHPU_FUZZ_CASES sets how
-many cases run (CI: 300); SIMHPU_FUZZ_SEED the seed.
+many cases run (CI: 300); SIMHPU_FUZZ_SEED the seed; SIMHPU_FUZZ_COMPILE how
+many generated C++ files that differ from the shipped YAML's are compiled
+(g++ -fsyntax-only against torch's headers; CI: 2, ~10 s each).
 """
 from __future__ import annotations
 
@@ -20,11 +22,15 @@ import collections
 import os
 import random
 import re
+import shutil
+import subprocess
+import sysconfig
 
 import pytest
 from yaml_edit import ROOT, copy_project
 
 CASES = int(os.environ.get("SIMHPU_FUZZ_CASES", "300"))
+COMPILE = int(os.environ.get("SIMHPU_FUZZ_COMPILE", "2"))
 SEED = int(os.environ.get("SIMHPU_FUZZ_SEED", "11"))
 FILES = ("op_plugin_functions.yaml", "derivatives.yaml")
 
@@ -87,6 +93,21 @@ def check_generated(files: dict[str, str]) -> None:
                 assert marker not in code, f"{marker!r} reached {rel} as code"
 
 
+def compile_cpp(files: dict[str, str], changed: list[str], out) -> None:
+    """g++ -fsyntax-only on the `changed` C++ files of a generated tree written under `out`."""
+    import torch.utils.cpp_extension
+    for rel, content in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(content)
+    includes = [os.path.join(ROOT, "csrc"), str(out / "include"), sysconfig.get_paths()["include"],
+                *torch.utils.cpp_extension.include_paths()]
+    for rel in changed:
+        command = [shutil.which("g++") or "c++", "-std=c++17", "-fsyntax-only", "-fopenmp",
+                   *(f"-I{i}" for i in includes), str(out / rel)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{rel} does not compile:\n{result.stderr[-3000:]}"
+
+
 @pytest.fixture(scope="module")
 def emit():
     from conftest import _import_from_source
@@ -98,6 +119,8 @@ def test_fuzzed_yaml_is_rejected_cleanly_or_generates_safe_code(codegen, emit, t
     originals = {name: (tmp_path / name).read_text() for name in FILES}
     rng = random.Random(SEED)
     outcomes = collections.Counter()
+    shipped = emit.render(codegen.load_project(str(tmp_path)))
+    to_compile = COMPILE
     for case in range(CASES):
         target = rng.choice(FILES)
         mutated = mutate(originals[target], rng)
@@ -116,7 +139,14 @@ def test_fuzzed_yaml_is_rejected_cleanly_or_generates_safe_code(codegen, emit, t
         except Exception as error:  # noqa: BLE001 - the point: nothing but CodegenError
             pytest.fail(f"case {case} (seed {SEED}) on {target} raised {type(error).__name__}: {error}\n"
                         f"--- mutated file ---\n{mutated.decode('utf-8', 'replace')}")
-        check_generated(emit.render(project))
+        files = emit.render(project)
+        check_generated(files)
         outcomes["accepted"] += 1
+        changed = [rel for rel, content in files.items()
+                   if rel.endswith(".cpp") and shipped.get(rel) != content][:to_compile]
+        if changed:
+            compile_cpp(files, changed, tmp_path / f"compiled_{case}")
+            to_compile -= len(changed)
+            outcomes["compiled"] += len(changed)
     print(f"fuzz: {CASES} cases, seed {SEED}: {dict(outcomes)}")
-    assert outcomes["rejected"] > CASES // 4 and sum(outcomes.values()) == CASES
+    assert outcomes["rejected"] > CASES // 4 and outcomes["rejected"] + outcomes["accepted"] == CASES
