@@ -201,7 +201,9 @@ void prefer_cpu_kernels_over_composites() {
   }
 }
 
-void reference_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+namespace {
+
+void run_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool synchronized) {
   const ReferenceOp& ref = reference_op(op);
   if (ref.kind == ReferenceOp::Kind::NoCpuKernel) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "simhpu: ", ref.name,
@@ -219,11 +221,21 @@ void reference_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       run_view(ref, stack, first);
       return;
     case ReferenceOp::Kind::Async:
-      if (run_async(ref, stack, first, device)) return;
+      if (!synchronized && run_async(ref, stack, first, device)) return;
       [[fallthrough]];
     default:
       run_synchronized(ref, stack, first, device);
   }
+}
+
+} // namespace
+
+void reference_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_on_reference_path(op, stack, /*synchronized=*/false);
+}
+
+void reference_fallback_synchronized(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_on_reference_path(op, stack, /*synchronized=*/true);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
