@@ -22,7 +22,10 @@ from .names import printable_label
 from .yaml_loader import LineDict, LineList, load_yaml_file
 
 TAGS_YAML = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "tags.yaml")
-SPECIAL_KEYS = {"name", "output_differentiability", "result", "dispatch"}
+SPECIAL_KEYS = {"name", "output_differentiability", "result"}
+# Whole formulas that are torchgen keywords rather than expressions: for an
+# argument, and for `result` (the forward-mode derivative).
+KEYWORD_FORMULAS = {None: ("non_differentiable",), "result": ("auto_element_wise", "auto_linear")}
 
 
 def _native_functions(project: Project):
@@ -132,8 +135,8 @@ def attach_derivatives(path: str, project: Project, problems: Problems, root: st
                     elif not arg_types[var].startswith("Tensor"):
                         bad(key, f"'{var}' is {arg_types[var]}, not a Tensor: only Tensor arguments have gradients",
                             f"remove '{var}' from this entry")
-            if isinstance(entry[key], str) and entry[key].strip() == "non_differentiable":
-                formulas[key] = "non_differentiable"
+            if isinstance(entry[key], str) and entry[key].strip() in KEYWORD_FORMULAS.get(key, KEYWORD_FORMULAS[None]):
+                formulas[key] = entry[key].strip()  # one of torchgen's own words, not C++
                 continue
             try:
                 parsed = parse(entry[key], scope)

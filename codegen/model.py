@@ -317,6 +317,10 @@ class _EntryLoader:
             if problem:
                 self.bad("func", *problem)
                 return None
+            if any(a.annotation for a in schema.arguments.flat_all) or any(r.annotation for r in schema.returns):
+                self.bad("func", "custom entries are functional: no alias annotations such as Tensor(a!)",
+                         "declare plain Tensor arguments; list out= and in-place forms under 'variants:'")
+                return None
         if not schema.returns or any(str(r.type) != "Tensor" for r in schema.returns):
             self.bad("func", "every return must be a Tensor (and there must be at least one)",
                      "return Tensor, or a tuple of Tensors: -> (Tensor a, Tensor b)")

@@ -329,3 +329,16 @@ def test_concurrent_generate_runs_do_not_collide(project_dir, tmp_path_factory):
         assert run.returncode == 0, err
     assert not list(out.rglob("*.tmp"))
     assert (out / "csrc" / "python_bindings.cpp").read_text().count("m.def(") > 5
+
+
+def test_torchgen_keyword_formulas_still_pass(codegen, project_dir):
+    edit(derivatives(project_dir), "  self: swish_backward(grad, self, beta)",
+         "  self: swish_backward(grad, self, beta)\n  result: auto_element_wise")
+    project = codegen.load_project(str(project_dir))
+    swish = next(op for op in project.ops if op.name == "npu_swish")
+    assert swish.derivative.forward_derivatives
+
+
+def test_custom_entries_may_not_annotate_aliasing(codegen, project_dir):
+    edit(ops(project_dir), "npu_add_custom(Tensor x, Tensor y) -> Tensor", "npu_add_custom(Tensor(a!) x, Tensor y) -> Tensor")
+    assert_rejected(codegen, project_dir, "no alias annotations")
