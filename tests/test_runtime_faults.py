@@ -245,3 +245,22 @@ def test_official_op_refusals_match_the_cpu_exactly():
             a.simhpu() + b.simhpu()
         assert type(device.value) is type(cpu.value) and str(cpu.value) in str(device.value)
     torch.testing.assert_close((torch.ones(2, 3).simhpu() + torch.ones(3).simhpu()).cpu(), torch.full((2, 3), 2.0))
+
+
+def test_elapsed_time_of_an_event_with_itself_and_from_two_threads_in_opposite_order():
+    a, b = torch.simhpu.Event(enable_timing=True), torch.simhpu.Event(enable_timing=True)
+    a.record()
+    b.record()
+    torch.simhpu.synchronize()
+    assert a.elapsed_time(a) == 0.0
+
+    def time_many(first, second):
+        for _ in range(20000):
+            first.elapsed_time(second)
+
+    threads = [threading.Thread(target=time_many, args=pair) for pair in ((a, b), (b, a))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "elapsed_time deadlocked"

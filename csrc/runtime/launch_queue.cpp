@@ -638,8 +638,11 @@ double elapsed_ms(void* start, void* end) {
   TORCH_CHECK(a != nullptr && b != nullptr, "elapsed_time: both events must have been recorded");
   TORCH_CHECK(query_event(a) && query_event(b),
               "elapsed_time: both events must have completed; call synchronize() on them first");
-  std::lock_guard<std::mutex> la(a->mu);
-  std::lock_guard<std::mutex> lb(b->mu);
+  if (a == b) {
+    return 0.0;
+  }
+  // Both locks at once, deadlock-free whichever order two threads pass the events in.
+  std::scoped_lock lock(a->mu, b->mu);
   return std::chrono::duration<double, std::milli>(b->reached_at - a->reached_at).count();
 }
 
