@@ -264,3 +264,17 @@ def test_elapsed_time_of_an_event_with_itself_and_from_two_threads_in_opposite_o
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "elapsed_time deadlocked"
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, o: torch.add(x, 1, out=o),
+    lambda x, o: o.mul_(2),
+    lambda x, o: torch.exp(x, out=o),
+])
+def test_official_out_and_in_place_into_overlapping_memory_fail_at_the_call_like_the_cpu(call):
+    with pytest.raises(RuntimeError) as cpu:
+        call(torch.ones(3), torch.zeros(1).expand(3))
+    with pytest.raises(RuntimeError) as device:
+        call(torch.ones(3, device="simhpu"), torch.zeros(1, device="simhpu").expand(3))
+    assert str(cpu.value).split(".")[0] in str(device.value)
+    torch.simhpu.synchronize()  # nothing left pending: it failed at the call

@@ -9,6 +9,7 @@
 #include "aten/resize.h"
 #include "aten/synchronized_call.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/List.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
@@ -128,8 +129,25 @@ bool run_synchronized_and_learn(const ReferenceOp& ref, torch::jit::Stack* stack
   return true;
 }
 
+// A written argument with elements that share memory (an expanded out=): meta
+// kernels let it pass, most CPU kernels refuse it. The synchronised route runs
+// the CPU kernel at once (over a host copy with the same strides), so the call
+// fails, or not, exactly as on the CPU.
+bool writes_overlapping_memory(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (ref.arg_written[i] && args[i].isTensor() && args[i].toTensor().defined() &&
+        at::has_internal_overlap(args[i].toTensor()) == at::MemOverlap::Yes) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
+  if (writes_overlapping_memory(ref, args)) {
+    return false;
+  }
   const EmptyOuts empty = empty_outs(ref, args);
   if (empty == EmptyOuts::Distrusted || (ref.meta_differs != nullptr && ref.meta_differs(args))) {
     return false;
