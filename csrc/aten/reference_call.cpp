@@ -189,8 +189,6 @@ void begin_reference_record(LaunchRecord& record, const ReferenceOp& ref) {
   record.kernel = &reference_kernel();
   record.op_name = ref.name.c_str();
   record.payload = &ref;
-  record.declared_writes = true;  // written arguments and outputs are marked as they are encoded
-  record.written_storages = 0;
 }
 
 void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args,
@@ -220,7 +218,7 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
         std::vector<DeviceTensor> list;
         for (const c10::IValue& element : arg.toListRef()) {
           list.push_back(element.isTensor() ? describe_in_record(record, element.toTensor(), seen) : DeviceTensor{});
-          if (ref.arg_written[i] && list.back().storage_slot >= 0) {
+          if (ref.arg_written[i]) {
             record.mark_written(list.back().storage_slot);
           }
         }
@@ -241,25 +239,17 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
   }
 }
 
-namespace {
-void mark_written_output(LaunchRecord& record, const DeviceTensor& d) {
-  if (d.storage_slot >= 0) {
-    record.mark_written(d.storage_slot);
-  }
-}
-} // namespace
-
 void encode_outputs(LaunchRecord& record, c10::ArrayRef<c10::IValue> outputs) {
   SeenTensors seen;  // fresh outputs: never the same as an argument
   for (const c10::IValue& out : outputs) {
     if (out.isTensor()) {
       record.args.emplace_back(describe_in_record(record, out.toTensor(), seen));
-      mark_written_output(record, std::get<DeviceTensor>(record.args.back()));
+      record.mark_written(std::get<DeviceTensor>(record.args.back()).storage_slot);
     } else if (out.isTensorList()) {
       std::vector<DeviceTensor> list;
       for (const at::Tensor& t : out.toTensorVector()) {
         list.push_back(describe_in_record(record, t, seen));
-        mark_written_output(record, list.back());
+        record.mark_written(list.back().storage_slot);
       }
       record.args.emplace_back(std::move(list));
     } else {

@@ -41,7 +41,7 @@ inline void add_arg(LaunchRecord& r, at::TensorList list) {
 }
 inline void add_arg(LaunchRecord& r, const Written& w) {
   add_arg(r, w.tensor);
-  r.mark_written(r.keep_alive.size() - 1);
+  r.mark_written(static_cast<int64_t>(r.keep_alive.size()) - 1);
 }
 inline void add_arg(LaunchRecord& r, const c10::Scalar& s) { r.args.emplace_back(s); }
 inline void add_arg(LaunchRecord& r, double v) { r.args.emplace_back(v); }

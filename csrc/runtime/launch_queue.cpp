@@ -109,16 +109,13 @@ bool spin_until(const Ready& ready, std::chrono::microseconds budget) {
   }
 }
 
-std::string describe_site(const LaunchRecord& record) {
-  if (!record.site.known()) {
-    return "";
+// "simhpu kernel 'K' launched by OP at FILE:LINE", for messages about a record.
+std::string describe_kernel(const LaunchRecord& record) {
+  std::string text = std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name;
+  if (record.site.known()) {
+    text += std::string(" at ") + record.site.file() + ":" + std::to_string(record.site.line());
   }
-  return std::string(" at ") + record.site.file() + ":" + std::to_string(record.site.line());
-}
-
-std::string describe_failure(const LaunchRecord& record, const char* what) {
-  return std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name +
-      describe_site(record) + " failed: " + what;
+  return text;
 }
 
 // What a failed or skipped kernel may have written is undefined from now on.
@@ -132,6 +129,9 @@ void mark_written_undefined(const LaunchRecord& record, const FailureMessage& fa
 
 // The failure that left memory this kernel takes undefined, or null.
 FailureMessage undefined_input(const LaunchRecord& record) {
+  if (!any_undefined()) {
+    return nullptr;
+  }
   for (const c10::Storage& storage : record.keep_alive) {
     if (FailureMessage failure = undefined_by(storage)) {
       return failure;
@@ -162,8 +162,7 @@ std::optional<std::string> run_record(LaunchRecord& record) {
   // original failure). Work independent of the failure runs as usual.
   if (FailureMessage cause = undefined_input(record)) {
     mark_written_undefined(record, cause);
-    return std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name +
-        describe_site(record) + " was not run: it takes memory left undefined by an earlier failure: " + *cause;
+    return describe_kernel(record) + " was not run: it takes memory left undefined by an earlier failure: " + *cause;
   }
   std::optional<std::string> failure;
   try {
@@ -174,9 +173,9 @@ std::optional<std::string> run_record(LaunchRecord& record) {
     }
     return std::nullopt;
   } catch (const c10::Error& e) {
-    failure = describe_failure(record, e.what_without_backtrace());
+    failure = describe_kernel(record) + " failed: " + e.what_without_backtrace();
   } catch (const std::exception& e) {
-    failure = describe_failure(record, e.what());
+    failure = describe_kernel(record) + " failed: " + e.what();
   }
   mark_written_undefined(record, std::make_shared<const std::string>(*failure));
   return failure;
@@ -210,8 +209,7 @@ void LaunchRecord::clear() {
   event.reset();
   event_version = 0;
   payload = nullptr;
-  written_storages = ~uint64_t(0);
-  declared_writes = false;
+  written_storages = 0;
   site = LaunchSite();
   queued_ns = -1;
 }

@@ -68,21 +68,20 @@ struct alignas(64) LaunchRecord {
   c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
   uint64_t event_version = 0;
   const void* payload = nullptr;  // for run_record kernels: what to run (read-only, outlives the record)
-  // Bit i: the kernel may write keep_alive[i] (every bit beyond the 64th is
-  // assumed set). A launch that declares nothing is assumed to write all it holds.
-  uint64_t written_storages = ~uint64_t(0);
+  // Bit i: the kernel writes keep_alive[i] (from the 64th on, all are assumed
+  // written). None set: the launch did not say, so it may write all it holds.
+  uint64_t written_storages = 0;
   KernelArgs args;
 
-  // The first call narrows written_storages from "everything" to this slot.
-  void mark_written(size_t slot) {
-    if (!declared_writes) {
-      written_storages = 0;
-      declared_writes = true;
+  // Declares that the kernel writes keep_alive[slot] (a negative slot: no storage, nothing to mark).
+  void mark_written(int64_t slot) {
+    if (slot >= 0) {
+      written_storages |= slot < 64 ? uint64_t(1) << slot : ~uint64_t(0);
     }
-    written_storages |= slot < 64 ? uint64_t(1) << slot : ~uint64_t(0);
   }
-  bool may_write(size_t slot) const { return slot >= 64 || ((written_storages >> slot) & 1) != 0; }
-  bool declared_writes = false;
+  bool may_write(size_t slot) const {
+    return written_storages == 0 || slot >= 64 || ((written_storages >> slot) & 1) != 0;
+  }
 
   // Back to an empty kernel record, keeping the vectors' capacity.
   void clear();

@@ -40,11 +40,15 @@ void mark_undefined(const c10::Storage& storage, const FailureMessage& failure) 
   r.count.store(r.by_block.size(), std::memory_order_release);
 }
 
+bool any_undefined() {
+  return registry().count.load(std::memory_order_acquire) != 0;
+}
+
 FailureMessage undefined_by(const c10::Storage& storage) {
-  Registry& r = registry();
-  if (r.count.load(std::memory_order_acquire) == 0) {
+  if (!any_undefined()) {
     return nullptr;
   }
+  Registry& r = registry();
   const void* block = block_of(storage);
   if (block == nullptr) {
     return nullptr;
@@ -55,10 +59,10 @@ FailureMessage undefined_by(const c10::Storage& storage) {
 }
 
 void forget_undefined(const void* block) {
-  Registry& r = registry();
-  if (r.count.load(std::memory_order_acquire) == 0) {
+  if (!any_undefined()) {
     return;
   }
+  Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.by_block.erase(block);
   r.count.store(r.by_block.size(), std::memory_order_release);

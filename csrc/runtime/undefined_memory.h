@@ -19,8 +19,10 @@ using FailureMessage = std::shared_ptr<const std::string>;
 // Marks the storage's memory (if on the device and not empty) as left undefined by `failure`.
 void mark_undefined(const c10::Storage& storage, const FailureMessage& failure);
 
-// The failure that left the storage's memory undefined, or null. Costs one
-// relaxed atomic load while nothing is marked.
+// True while any memory is marked (one atomic load: the launch path's check).
+bool any_undefined();
+
+// The failure that left the storage's memory undefined, or null.
 FailureMessage undefined_by(const c10::Storage& storage);
 
 // Called by the allocator when it frees a device block.
