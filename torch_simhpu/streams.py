@@ -21,9 +21,7 @@ def _device(device) -> torch.device:
         if device.type != "simhpu":
             raise ValueError(f"expected a simhpu device, got {device}")
         index = _C._current_device() if device.index is None else device.index
-    if not 0 <= index < _C._device_count():
-        raise IndexError(f"simhpu device index {index} is out of range; simhpu has {_C._device_count()} "
-                         "device(s) (set SIMHPU_DEVICE_COUNT to change)")
+    _C._check_device_index(index, "simhpu")
     return torch.device("simhpu", index)
 
 

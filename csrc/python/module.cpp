@@ -47,12 +47,9 @@ double _time_empty_launches(int64_t count) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// A device index from Python, checked before it is narrowed to c10::DeviceIndex
-// (an int8: 257 would otherwise wrap around to device 1).
+// A device index from Python, checked before it is narrowed to c10::DeviceIndex.
 c10::DeviceIndex device_arg(int64_t index, const char* who) {
-  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), who, ": device index ", index,
-                    " is out of range; simhpu has ", static_cast<int>(device_count()),
-                    " device(s) (set SIMHPU_DEVICE_COUNT to change)");
+  check_device_index(index, who);
   return static_cast<c10::DeviceIndex>(index);
 }
 
@@ -69,6 +66,9 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_device_count", [] { return static_cast<int>(simhpu::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(simhpu::current_device()); });
+  m.def("_check_device_index", [](int64_t index, const std::string& who) {
+    simhpu::check_device_index(index, who.c_str());
+  });
   m.def("_set_device", [](int64_t index) { simhpu::set_device(simhpu::device_arg(index, "set_device")); });
   m.def("_synchronize", [](int64_t index) { simhpu::synchronize_device(simhpu::device_arg(index, "synchronize")); });
   m.def("_synchronize_all", &simhpu::synchronize_all_devices);

@@ -39,10 +39,10 @@ void set_device(c10::DeviceIndex index) {
   tls_current_device = index;
 }
 
-void check_device_index(c10::DeviceIndex index, const char* who) {
+void check_device_index(int64_t index, const char* who) {
   TORCH_CHECK_INDEX(
       index >= 0 && index < device_count(),
-      who, ": device index ", static_cast<int>(index), " is out of range; simhpu has ",
+      who, ": device index ", index, " is out of range; simhpu has ",
       static_cast<int>(device_count()), " device(s) (set SIMHPU_DEVICE_COUNT to change)");
 }
 

@@ -11,8 +11,9 @@ c10::DeviceIndex device_count();
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
 
-// Throws a c10::Error naming `who` when `index` is not a valid device.
-void check_device_index(c10::DeviceIndex index, const char* who);
+// Throws an IndexError naming `who` when `index` is not a valid device. Takes
+// the index before it is narrowed to c10::DeviceIndex (an int8: 257 would wrap to 1).
+void check_device_index(int64_t index, const char* who);
 
 inline c10::Device device_of(c10::DeviceIndex index) {
   return c10::Device(c10::DeviceType::PrivateUse1, index);
