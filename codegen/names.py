@@ -26,7 +26,7 @@ CPP_KEYWORDS = frozenset("""
 # Names the generated code itself declares next to the schema's arguments.
 GENERATED_NAMES = frozenset({
     "dtype", "guard", "device", "kOpName", "grad_fn", "grads", "grad", "result", "handle", "target", "m", "py",
-    "at", "c10", "std", "torch", "simhpu", "ops", "rules", "formulas", "kernels", "adapters", "python", "self_",
+    "at", "c10", "std", "torch", "simhpu", "ops", "rules", "formulas", "kernels", "adapters", "python",
     "out", "_op", "_rules", "torch_simhpu", "Tensor", "None", "Sequence", "Number",
 })
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")

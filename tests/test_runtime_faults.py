@@ -278,3 +278,19 @@ def test_official_out_and_in_place_into_overlapping_memory_fail_at_the_call_like
         call(torch.ones(3, device="simhpu"), torch.zeros(1, device="simhpu").expand(3))
     assert str(cpu.value).split(".")[0] in str(device.value)
     torch.simhpu.synchronize()  # nothing left pending: it failed at the call
+
+
+def test_new_checks_say_the_same_in_the_fake_kernel_as_on_the_device():
+    """last_dim and row_stat are written twice (op_rules.cpp and _rules.py): same refusal, same words."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    calls = [
+        lambda d: torch_simhpu.npu_rms_norm(torch.ones(2, 3, device=d), torch.ones(2, 3, device=d)),
+        lambda d: torch.ops.npu.npu_rms_norm_backward(torch.ones(2, 3, device=d), torch.ones(2, 3, device=d),
+                                                      torch.ones(3, device=d), torch.ones(5, device=d)),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError) as eager:
+            call("simhpu")
+        with FakeTensorMode(), pytest.raises(ValueError) as fake:
+            call("simhpu")
+        assert str(fake.value) == str(eager.value).split("\n")[0]
