@@ -342,3 +342,9 @@ def test_torchgen_keyword_formulas_still_pass(codegen, project_dir):
 def test_custom_entries_may_not_annotate_aliasing(codegen, project_dir):
     edit(ops(project_dir), "npu_add_custom(Tensor x, Tensor y) -> Tensor", "npu_add_custom(Tensor(a!) x, Tensor y) -> Tensor")
     assert_rejected(codegen, project_dir, "no alias annotations")
+
+
+def test_an_oversized_yaml_file_is_refused_unread(codegen, project_dir):
+    with open(ops(project_dir), "a") as f:
+        f.write("# padding\n" * 600_000)  # about 6 MB
+    assert_rejected(codegen, project_dir, "op_plugin_functions.yaml:1: (file): is larger than 4 MiB")
