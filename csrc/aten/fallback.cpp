@@ -8,6 +8,8 @@
 #include "aten/reference_op.h"
 #include "aten/resize.h"
 #include "aten/synchronized_call.h"
+#include "runtime/streams.h"
+
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/List.h>

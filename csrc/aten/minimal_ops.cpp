@@ -2,11 +2,12 @@
 // tensors, views, resizing, copies and reading a scalar. Everything else either
 // has a device kernel (op_plugin_functions.yaml) or takes the reference path
 // (fallback.h).
+#include "aten/exec_cmd.h"
 #include "aten/op_routes.h"
 #include "aten/resize.h"
 #include "runtime/device.h"
-#include "runtime/exec_cmd.h"
 #include "runtime/pinned_memory.h"
+#include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
 
 #include <ATen/EmptyTensor.h>

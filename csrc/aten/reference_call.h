@@ -6,7 +6,7 @@
 // device memory, one CPU storage per device storage, so aliasing between the
 // arguments is exactly what the caller had, and runs the kernel on them.
 #include "aten/reference_op.h"
-#include "runtime/launch_queue.h"
+#include "runtime/launch_record.h"
 
 #include <ATen/core/stack.h>
 

@@ -2,7 +2,7 @@
 
 #include "aten/op_routes.h"
 #include "runtime/device_memory.h"
-#include "runtime/launch_queue.h"
+#include "runtime/streams.h"
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/DeviceGuard.h>

@@ -5,7 +5,9 @@
 #include "aten/reference_call.h"
 #include "aten/resize.h"
 #include "runtime/generator.h"
+#include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
+
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/List.h>

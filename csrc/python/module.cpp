@@ -1,13 +1,16 @@
 // torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
+#include "aten/exec_cmd.h"
 #include "aten/op_routes.h"
+#include "python/launch_site.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
+#include "runtime/fork_guard.h"
 #include "runtime/generator.h"
-#include "runtime/exec_cmd.h"
 #include "runtime/kernel_registry.h"
-#include "runtime/launch_queue.h"
+#include "runtime/streams.h"
 #include "runtime/trace.h"
 
+#include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -53,7 +56,7 @@ c10::DeviceIndex device_arg(int64_t index, const char* who) {
   return static_cast<c10::DeviceIndex>(index);
 }
 
-void register_hooks();                                  // runtime/hooks.cpp
+void register_hooks();                                  // aten/privateuse1_hooks.cpp
 void prefer_cpu_kernels_over_composites();              // aten/fallback.cpp
 void register_generated_ops(pybind11::module_& m);      // generated python_bindings.cpp
 
@@ -61,11 +64,17 @@ void register_generated_ops(pybind11::module_& m);      // generated python_bind
 
 PYBIND11_MODULE(_C, m) {
   namespace py = pybind11;
+  simhpu::install_python_launch_sites();
   simhpu::register_hooks();
   simhpu::prefer_cpu_kernels_over_composites();
 
   m.def("_device_count", [] { return static_cast<int>(simhpu::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(simhpu::current_device()); });
+  m.def("_device_of_pointer", [](uintptr_t ptr) {
+    const at::Device device =
+        at::detail::getPrivateUse1Hooks().getDeviceFromPtr(reinterpret_cast<void*>(ptr));
+    return static_cast<int>(device.index());
+  });
   m.def("_check_device_index", [](int64_t index, const std::string& who) {
     simhpu::check_device_index(index, who.c_str());
   });

@@ -9,7 +9,8 @@
 
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
-#include "runtime/launch_queue.h"
+#include "runtime/fork_guard.h"
+#include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
 
 #include <c10/util/Exception.h>

@@ -212,4 +212,13 @@ DeviceMemory& device_memory(c10::DeviceIndex index) {
   return *memories[index];
 }
 
+c10::DeviceIndex device_owning(const void* ptr) {
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    if (device_memory(d).contains(ptr)) {
+      return d;
+    }
+  }
+  return -1;
+}
+
 } // namespace simhpu

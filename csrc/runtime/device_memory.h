@@ -54,6 +54,9 @@ size_t memory_limit_bytes();
 // The memory of device `index`, created on first use.
 DeviceMemory& device_memory(c10::DeviceIndex index);
 
+// The device whose memory holds `ptr`, or -1 if none does.
+c10::DeviceIndex device_owning(const void* ptr);
+
 // Host address of device memory `ptr` on `index` (identity outside strict mode).
 inline void* host_address(c10::DeviceIndex index, const void* ptr) {
   return strict_mode() ? device_memory(index).host_address(ptr) : const_cast<void*>(ptr);

@@ -1,7 +1,8 @@
 // The device guard PyTorch uses to switch devices and streams around an
 // operator call (c10::DeviceGuard, torch.Stream, torch.Event, torch.accelerator).
 #include "runtime/device.h"
-#include "runtime/launch_queue.h"
+#include "runtime/events.h"
+#include "runtime/streams.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 

@@ -1,6 +1,6 @@
 #pragma once
 // Device kernels registered by name (this device's counterpart of aclnn).
-#include "runtime/launch_queue.h"
+#include "runtime/launch_record.h"
 
 #include <string>
 #include <vector>

@@ -1,151 +1,37 @@
 #include "runtime/launch_site.h"
 
-#include <Python.h>
-#include <frameobject.h>
-
-#include <cstring>
-#include <mutex>
-#include <string>
-#include <unordered_map>
-#include <vector>
-
 namespace simhpu {
 namespace {
 
-// What the runtime remembers of a code object that launched work. The code
-// object itself is kept alive for the process's lifetime (one per distinct
-// launching function), so a record may hold a plain pointer to it and its
-// address is never reused by another code object.
-struct CodeInfo {
-  std::string file;
-  bool in_library = false;
-};
-
-// Folders of torch and torch_simhpu: frames there are the library, not the caller.
-const std::vector<std::string>& library_dirs() {
-  static const std::vector<std::string> dirs = [] {
-    std::vector<std::string> found;
-    for (const char* name : {"torch", "torch_simhpu"}) {
-      PyObject* module = PyImport_ImportModule(name);
-      PyObject* file = module ? PyObject_GetAttrString(module, "__file__") : nullptr;
-      const char* path = file ? PyUnicode_AsUTF8(file) : nullptr;
-      if (path != nullptr) {
-        std::string dir(path);
-        found.push_back(dir.substr(0, dir.rfind('/') + 1));
-      }
-      Py_XDECREF(file);
-      Py_XDECREF(module);
-      PyErr_Clear();
-    }
-    return found;
-  }();
-  return dirs;
-}
-
-bool in_library(const std::string& file) {
-  for (const auto& dir : library_dirs()) {
-    if (file.compare(0, dir.size(), dir) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
-
-std::mutex codes_mu;
-std::unordered_map<const void*, CodeInfo*>& codes() {
-  static auto* known = new std::unordered_map<const void*, CodeInfo*>();
-  return *known;
-}
-
-// Called with the GIL held. The last code object seen by this thread is
-// remembered, since a loop launches from the same place again and again.
-const CodeInfo& info_of(PyCodeObject* code) {
-  thread_local const void* last_code = nullptr;
-  thread_local const CodeInfo* last_info = nullptr;
-  if (code == last_code) {
-    return *last_info;
-  }
-  std::lock_guard<std::mutex> lock(codes_mu);
-  CodeInfo*& info = codes()[code];
-  if (info == nullptr) {
-    Py_INCREF(code);  // kept for good: see CodeInfo
-    const char* utf8 = PyUnicode_AsUTF8(code->co_filename);
-    info = new CodeInfo{utf8 != nullptr ? utf8 : "?", false};
-    info->in_library = in_library(info->file);
-  }
-  last_code = code;
-  last_info = info;
-  return *info;
-}
-
-// The innermost frame of the user's code (outside torch and torch_simhpu).
-LaunchSite read_site() {
-  LaunchSite site;
-  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-  Py_XINCREF(frame);
-  while (frame != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference; info_of keeps one for good
-    const bool library = info_of(code).in_library;
-    site.code = code;
-    site.instruction = PyFrame_GetLasti(frame);
-    Py_DECREF(code);
-    if (!library) {
-      break;
-    }
-    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
-    Py_DECREF(frame);
-    frame = back;
-  }
-  Py_XDECREF(frame);
-  return site;
-}
+LaunchSiteHooks hooks{};  // set once at module init, before any worker thread starts
 
 } // namespace
 
-const char* LaunchSite::file() const {
-  if (code == nullptr) {
-    return nullptr;
-  }
-  std::lock_guard<std::mutex> lock(codes_mu);
-  return codes().at(code)->file.c_str();
+void install_launch_site_hooks(const LaunchSiteHooks& installed) {
+  hooks = installed;
 }
 
-// The line table is immutable and the code object lives for good, so this
-// needs no GIL (the worker threads format failure messages with it).
+const char* LaunchSite::file() const {
+  return known() && hooks.file != nullptr ? hooks.file(*this) : nullptr;
+}
+
 int LaunchSite::line() const {
-  if (code == nullptr) {
-    return 0;
-  }
-  return PyCode_Addr2Line(const_cast<PyCodeObject*>(static_cast<const PyCodeObject*>(code)), instruction);
+  return known() && hooks.line != nullptr ? hooks.line(*this) : 0;
 }
 
 LaunchSite capture_launch_site() {
-  if (!Py_IsInitialized()) {
-    return {};
-  }
-  if (PyGILState_Check()) {
-    return read_site();  // called from our own bindings, which keep the GIL
-  }
-  if (PyGILState_GetThisThreadState() == nullptr) {
-    return {};  // not a Python thread (autograd's engine, our workers)
-  }
-  // A Python thread inside an aten op: torch's bindings released the GIL; take
-  // it back for a moment to read the frame the call came from.
-  const PyGILState_STATE state = PyGILState_Ensure();
-  const LaunchSite site = read_site();
-  PyGILState_Release(state);
-  return site;
+  return hooks.capture != nullptr ? hooks.capture() : LaunchSite{};
 }
 
 GilRelease::GilRelease() {
-  if (Py_IsInitialized() && PyGILState_Check()) {
-    saved_ = PyEval_SaveThread();
+  if (hooks.release_gil != nullptr) {
+    saved_ = hooks.release_gil();
   }
 }
 
 GilRelease::~GilRelease() {
   if (saved_ != nullptr) {
-    PyEval_RestoreThread(static_cast<PyThreadState*>(saved_));
+    hooks.restore_gil(saved_);
   }
 }
 

@@ -1,20 +1,31 @@
 #pragma once
-// Where in the user's Python code a kernel was launched, so an asynchronous
-// failure can point there. Captured at enqueue from the innermost Python frame
-// outside torch and torch_simhpu. Capture is on every launch's path, so it
-// only notes the code object and instruction offset; the file name and line
-// are worked out when a message or trace needs them.
+// Where in the user's code a kernel was launched, so an asynchronous failure
+// can point there, and how a thread about to wait for the device lets other
+// Python threads run. The runtime knows nothing of Python: the Python layer
+// installs hooks for both at module init (python/launch_site.cpp); without
+// them sites are unknown and waiting releases nothing.
 
 namespace simhpu {
 
 struct LaunchSite {
-  const void* code = nullptr;  // a PyCodeObject the runtime keeps alive for good
-  int instruction = 0;         // byte offset of the launching instruction
+  const void* code = nullptr;  // an opaque handle the hooks keep alive for good
+  int instruction = 0;         // where in `code` the launch happened
 
   bool known() const { return code != nullptr; }
-  const char* file() const;  // interned: lives for the whole process
+  const char* file() const;  // lives for the whole process
   int line() const;
 };
+
+struct LaunchSiteHooks {
+  LaunchSite (*capture)();                     // the launching thread's site (cheap: called per launch)
+  const char* (*file)(const LaunchSite& site);  // called from any thread
+  int (*line)(const LaunchSite& site);          // called from any thread
+  void* (*release_gil)();                      // state to hand back to restore_gil, or null
+  void (*restore_gil)(void* state);
+};
+
+// Called once, before any device work.
+void install_launch_site_hooks(const LaunchSiteHooks& hooks);
 
 LaunchSite capture_launch_site();
 

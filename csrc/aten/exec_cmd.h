@@ -7,6 +7,7 @@
 #include "aten/op_routes.h"
 #include "runtime/device.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/streams.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -2,6 +2,7 @@
 // availability, device count and current device (torch.accelerator uses these).
 #include "aten/resize.h"
 #include "runtime/device.h"
+#include "runtime/device_memory.h"
 #include "runtime/generator.h"
 #include "runtime/pinned_memory.h"
 
@@ -38,8 +39,12 @@ struct SimhpuHooks final : public at::PrivateUse1HooksInterface {
   bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
 
-  at::Device getDeviceFromPtr(void*) const override {
-    return device_of(current_device());
+  // The device that owns the memory, whichever is current (from_blob on a
+  // device pointer without a device= relies on this).
+  at::Device getDeviceFromPtr(void* ptr) const override {
+    const c10::DeviceIndex owner = device_owning(ptr);
+    TORCH_CHECK(owner >= 0, "simhpu: ", ptr, " is not in the memory of any simhpu device");
+    return device_of(owner);
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {

@@ -1,0 +1,100 @@
+#include "runtime/launch_record.h"
+
+#include "runtime/undefined_memory.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+namespace simhpu {
+namespace {
+
+// What a failed or skipped kernel may have written is undefined from now on.
+void mark_written_undefined(const LaunchRecord& record, const FailureMessage& failure) {
+  for (size_t i = 0; i < record.keep_alive.size(); ++i) {
+    if (record.may_write(i)) {
+      mark_undefined(record.keep_alive[i], failure);
+    }
+  }
+}
+
+// The failure that left memory this kernel takes undefined, or null.
+FailureMessage undefined_input(const LaunchRecord& record) {
+  if (!any_undefined()) {
+    return nullptr;
+  }
+  for (const c10::Storage& storage : record.keep_alive) {
+    if (FailureMessage failure = undefined_by(storage)) {
+      return failure;
+    }
+  }
+  return nullptr;
+}
+
+} // namespace
+
+// "simhpu kernel 'K' launched by OP at FILE:LINE", for messages about a record.
+std::string describe_kernel(const LaunchRecord& record) {
+  std::string text = std::string("simhpu kernel '") + record.kernel->name + "' launched by " + record.op_name;
+  if (record.site.known()) {
+    text += std::string(" at ") + record.site.file() + ":" + std::to_string(record.site.line());
+  }
+  return text;
+}
+
+// Runs one record; a kernel's exception becomes a message.
+std::optional<std::string> run_record(LaunchRecord& record) {
+  switch (record.kind) {
+    case LaunchRecord::Kind::RecordEvent: {
+      std::lock_guard<std::mutex> lock(record.event->mu);
+      record.event->reached = std::max(record.event->reached, record.event_version);
+      record.event->reached_at = std::chrono::steady_clock::now();
+      record.event->cv.notify_all();
+      return std::nullopt;
+    }
+    case LaunchRecord::Kind::WaitEvent:
+      record.event->wait_for(record.event_version);
+      return std::nullopt;
+    case LaunchRecord::Kind::Kernel:
+      break;
+  }
+  // A kernel that would read memory an earlier failure left undefined is not
+  // run: its outputs become undefined too, for the same cause, and its stream
+  // reports that at its next synchronisation (whichever thread reported the
+  // original failure). Work independent of the failure runs as usual.
+  if (FailureMessage cause = undefined_input(record)) {
+    mark_written_undefined(record, cause);
+    return describe_kernel(record) + " was not run: it takes memory left undefined by an earlier failure: " + *cause;
+  }
+  std::optional<std::string> failure;
+  try {
+    if (record.kernel->run_record != nullptr) {
+      record.kernel->run_record(record);
+    } else {
+      record.kernel->run(record.args);
+    }
+    return std::nullopt;
+  } catch (const c10::Error& e) {
+    failure = describe_kernel(record) + " failed: " + e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    failure = describe_kernel(record) + " failed: " + e.what();
+  }
+  mark_written_undefined(record, std::make_shared<const std::string>(*failure));
+  return failure;
+}
+
+void LaunchRecord::clear() {
+  kind = Kind::Kernel;
+  kernel = nullptr;
+  op_name = "";
+  args.clear();
+  keep_alive.clear();
+  event.reset();
+  event_version = 0;
+  payload = nullptr;
+  written_storages = 0;
+  site = LaunchSite();
+  queued_ns = -1;
+}
+
+} // namespace simhpu

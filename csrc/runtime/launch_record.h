@@ -1,0 +1,77 @@
+#pragma once
+// What a stream runs: one launch record per kernel launch or event marker,
+// and the kernel definitions records point at.
+#include "runtime/events.h"
+#include "runtime/kernel_arg.h"
+#include "runtime/launch_site.h"
+
+#include <c10/core/Storage.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace simhpu {
+
+struct LaunchRecord;
+using KernelFn = void (*)(KernelArgs& args);
+using RecordKernelFn = void (*)(LaunchRecord& record);
+
+// A device kernel as the runtime knows it: a name and an entry point. Kernels
+// that need the whole record (its kept-alive storages, its payload) set
+// run_record instead of run.
+struct KernelDef {
+  const char* name;
+  KernelFn run;
+  RecordKernelFn run_record = nullptr;
+};
+
+// One slot of a stream's ring. A producer fills it in place and the worker
+// runs it there: launching allocates nothing once a slot's small vectors have
+// grown to fit. For a kernel, `keep_alive` holds the storages of every tensor
+// argument so their memory cannot be freed, or reused, before it ran; the
+// launching side clears finished slots (see launch_queue.h).
+struct alignas(64) LaunchRecord {
+  enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent };
+  // What every launch reads and writes comes first, on as few cache lines as
+  // possible: a slot moves between the launching core and the worker's.
+  Kind kind = Kind::Kernel;
+  const KernelDef* kernel = nullptr;
+  const char* op_name = "";
+  int64_t queued_ns = -1;  // set while tracing (see trace.h)
+  c10::SmallVector<c10::Storage, 4> keep_alive;
+  LaunchSite site;  // where Python launched it, for error messages
+  c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
+  uint64_t event_version = 0;
+  const void* payload = nullptr;  // for run_record kernels: what to run (read-only, outlives the record)
+  // Bit i: the kernel writes keep_alive[i] (from the 64th on, all are assumed
+  // written). None set: the launch did not say, so it may write all it holds.
+  uint64_t written_storages = 0;
+  KernelArgs args;
+
+  // Declares that the kernel writes keep_alive[slot] (a negative slot: no storage, nothing to mark).
+  void mark_written(int64_t slot) {
+    if (slot >= 0) {
+      written_storages |= slot < 64 ? uint64_t(1) << slot : ~uint64_t(0);
+    }
+  }
+  bool may_write(size_t slot) const {
+    return written_storages == 0 || slot >= 64 || ((written_storages >> slot) & 1) != 0;
+  }
+
+  // Back to an empty kernel record, keeping the vectors' capacity.
+  void clear();
+  // True while the slot keeps storages or an event alive.
+  bool holds_references() const { return !keep_alive.empty() || event; }
+};
+
+// "simhpu kernel 'K' launched by OP at FILE:LINE", for messages about a record.
+std::string describe_kernel(const LaunchRecord& record);
+
+// Runs one record on the calling thread; a kernel's exception becomes the
+// message returned. What a failed kernel may have written is marked undefined,
+// and a kernel taking undefined memory is not run (see undefined_memory.h).
+std::optional<std::string> run_record(LaunchRecord& record);
+
+} // namespace simhpu

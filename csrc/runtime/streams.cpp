@@ -1,0 +1,172 @@
+#include "runtime/streams.h"
+
+#include "runtime/device.h"
+#include "runtime/fork_guard.h"
+#include "runtime/launch_queue.h"
+#include "runtime/trace.h"
+
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace simhpu {
+namespace {
+
+constexpr int kStreamsPerDevice = 1 + kPooledStreams;
+
+// Queues live for the whole process: workers may still be draining while
+// static destructors run, so they are deliberately never destroyed.
+struct DeviceStreams {
+  c10::DeviceIndex device = 0;
+  std::array<std::atomic<LaunchQueue*>, kStreamsPerDevice> queues{};
+  std::atomic<uint32_t> next_pooled{0};
+  std::mutex create_mu;
+
+  LaunchQueue& queue(c10::StreamId id) {
+    LaunchQueue* q = queues[id].load(std::memory_order_acquire);
+    if (q == nullptr) {
+      std::lock_guard<std::mutex> lock(create_mu);
+      q = queues[id].load();
+      if (q == nullptr) {
+        q = new LaunchQueue(c10::Stream(c10::Stream::UNSAFE, device_of(device), id));
+        queues[id].store(q, std::memory_order_release);
+      }
+    }
+    return *q;
+  }
+};
+
+DeviceStreams& streams_of(c10::DeviceIndex device) {
+  static std::array<DeviceStreams, 64>* all = [] {
+    auto* streams = new std::array<DeviceStreams, 64>();
+    for (size_t d = 0; d < streams->size(); ++d) {
+      (*streams)[d].device = static_cast<c10::DeviceIndex>(d);
+    }
+    return streams;
+  }();
+  return (*all)[device];
+}
+
+thread_local std::array<c10::StreamId, 64> tls_current_stream{};
+
+c10::StreamId checked_id(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "expected a simhpu stream, got ", stream);
+  check_device_index(stream.device_index(), "stream");
+  TORCH_CHECK(stream.id() >= 0 && stream.id() < kStreamsPerDevice, "unknown simhpu stream id ", stream.id());
+  return stream.id();
+}
+
+LaunchQueue& queue_of(const c10::Stream& stream) {
+  return streams_of(stream.device_index()).queue(checked_id(stream));
+}
+
+bool read_launch_blocking() {
+  const char* env = std::getenv("SIMHPU_LAUNCH_BLOCKING");
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}
+
+} // namespace
+
+bool launch_blocking() {
+  static const bool blocking = read_launch_blocking();
+  return blocking;
+}
+
+c10::Stream current_stream(c10::DeviceIndex device) {
+  return c10::Stream(c10::Stream::UNSAFE, device_of(device), tls_current_stream[device]);
+}
+
+void set_current_stream(const c10::Stream& stream) {
+  tls_current_stream[stream.device_index()] = checked_id(stream);
+}
+
+c10::Stream default_stream(c10::DeviceIndex device) {
+  return c10::Stream(c10::Stream::UNSAFE, device_of(device), 0);
+}
+
+c10::Stream pooled_stream(c10::DeviceIndex device) {
+  check_device_index(device, "Stream");
+  const uint32_t n = streams_of(device).next_pooled.fetch_add(1);
+  return c10::Stream(c10::Stream::UNSAFE, device_of(device), 1 + static_cast<c10::StreamId>(n % kPooledStreams));
+}
+
+LaunchSlot::LaunchSlot(const c10::Stream& stream) {
+  check_not_forked();
+  if (launch_blocking()) {
+    thread_local LaunchRecord inline_record;
+    record_ = &inline_record;
+  } else {
+    queue_ = &queue_of(stream);
+    record_ = &queue_->claim();
+  }
+}
+
+void LaunchSlot::commit() {
+  committed_ = true;
+  if (tracing()) {
+    record_->queued_ns = trace_clock_ns();
+  }
+  if (queue_ != nullptr) {
+    queue_->publish(*record_);
+    return;
+  }
+  std::optional<std::string> error = run_record(*record_);
+  record_->clear();
+  TORCH_CHECK(!error, *error);
+}
+
+LaunchSlot::~LaunchSlot() {
+  if (committed_) {
+    return;
+  }
+  if (queue_ != nullptr) {
+    queue_->abandon(*record_);
+  } else {
+    record_->clear();
+  }
+}
+
+void drain_launches(c10::DeviceIndex device) {
+  if (on_launch_worker()) {
+    return;  // a kernel allocating: its own queue cannot drain under it
+  }
+  for (auto& q : streams_of(device).queues) {
+    if (LaunchQueue* queue = q.load()) {
+      queue->drain();
+    }
+  }
+}
+
+void synchronize_stream(const c10::Stream& stream) {
+  check_not_forked();
+  queue_of(stream).synchronize();
+}
+
+bool query_stream(const c10::Stream& stream) {
+  return queue_of(stream).idle();
+}
+
+void synchronize_device(c10::DeviceIndex device) {
+  check_device_index(device, "synchronize");
+  check_not_forked();
+  auto& streams = streams_of(device);
+  for (auto& q : streams.queues) {
+    if (LaunchQueue* queue = q.load()) {
+      queue->synchronize();
+    }
+  }
+}
+
+void synchronize_all_devices() {
+  for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+    synchronize_device(i);
+  }
+}
+
+} // namespace simhpu

@@ -1,0 +1,62 @@
+#pragma once
+// Streams: each device has a default stream and a small pool of further
+// streams; each stream is an in-order queue drained by its own worker thread.
+// Host code returns as soon as a launch is queued.
+#include "runtime/launch_record.h"
+
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+namespace simhpu {
+
+class LaunchQueue;  // one stream's ring and worker (launch_queue.h)
+
+// The default stream and this many pooled streams per device.
+constexpr int kPooledStreams = 4;
+
+// True when SIMHPU_LAUNCH_BLOCKING=1: kernels run inside the launching call.
+bool launch_blocking();
+
+// The calling thread's current stream on `device` (the default stream until set).
+c10::Stream current_stream(c10::DeviceIndex device);
+void set_current_stream(const c10::Stream& stream);
+c10::Stream default_stream(c10::DeviceIndex device);
+// A stream from the device's pool, handed out round-robin (as CUDA does).
+c10::Stream pooled_stream(c10::DeviceIndex device);
+
+// A claimed slot on a stream's queue: fill record(), then commit() to hand it
+// to the stream's worker (in SIMHPU_LAUNCH_BLOCKING=1 mode commit() runs it at
+// once and raises its failure). Producers on one stream take turns, so keep the
+// time between claiming and committing short. Dropped uncommitted (an exception
+// while filling), the slot is cleared and nothing runs.
+class LaunchSlot {
+ public:
+  explicit LaunchSlot(const c10::Stream& stream);
+  explicit LaunchSlot(c10::DeviceIndex device) : LaunchSlot(current_stream(device)) {}
+  ~LaunchSlot();
+  LaunchSlot(const LaunchSlot&) = delete;
+  LaunchSlot& operator=(const LaunchSlot&) = delete;
+
+  LaunchRecord& record() { return *record_; }
+  void commit();
+
+ private:
+  LaunchQueue* queue_ = nullptr;  // null in blocking mode
+  LaunchRecord* record_ = nullptr;
+  bool committed_ = false;
+};
+
+// Waits for every stream of `device` and clears their finished slots, freeing
+// the memory launches kept alive (the allocator's last resort before it
+// reports out of memory). Kernel failures stay for the next synchronising call.
+void drain_launches(c10::DeviceIndex device);
+
+// Wait until the stream (device: every stream) has run all queued work, then
+// raise the first kernel failure it saw.
+void synchronize_stream(const c10::Stream& stream);
+void synchronize_device(c10::DeviceIndex device);
+void synchronize_all_devices();
+// True if the stream has no queued or running work.
+bool query_stream(const c10::Stream& stream);
+
+} // namespace simhpu
