@@ -7,8 +7,7 @@ import sys
 
 from .emit import render, write_file
 from .errors import CodegenError
-from .model import registered_kernels
-from .project import KERNEL_DIR, OPS_YAML, generate, load_project
+from .project import OPS_YAML, generate, load_project
 from .scaffold import new_op
 
 DEFAULT_OUT = os.path.join("build", "generated")
@@ -77,9 +76,8 @@ def _list(args) -> None:
     project = load_project(args.root)
     for op in project.ops:
         grad = "differentiable" if op.derivative else "-"
-        print(f"{op.kind:9} {op.name:28} kernel={op.kernel:20} {grad}")
-    kernels = registered_kernels(os.path.join(args.root, KERNEL_DIR))
-    print(f"kernels: {', '.join(sorted(kernels))}")
+        print(f"{op.kind:9} {op.name:28} {op.implementation:11} {op.kernel or op.adapter or '-':20} {grad}")
+    print(f"kernels: {', '.join(project.kernel_names)}")
     sys.stdout.flush()  # a closed pipe shows here, inside main's handler
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 import torchgen
 from torchgen.gen import parse_native_yaml
@@ -61,16 +62,24 @@ def _output_differentiability(entry, op, bad):
     return value
 
 
-def attach_derivatives(path: str, project: Project, problems: Problems, root: str = ".") -> None:
+@dataclass(frozen=True)
+class Derivative:
+    info: object  # torchgen's DifferentiabilityInfo
+    aten_calls: frozenset[str]  # aten ops the formulas call
+
+
+def load_derivatives(path: str, project: Project, problems: Problems, root: str = ".") -> dict[str, Derivative]:
+    """Operator name -> its derivative, for every valid entry of derivatives.yaml."""
     file = os.path.relpath(path, root)
+    found: dict[str, Derivative] = {}
     entries = load_yaml_file(path, file, problems, empty=LineList())
     if entries is None:
-        return
+        return found
     if not isinstance(entries, LineList):
         problems.add(file, getattr(entries, "line", 1), "(file)", "",
                      "expected a list of entries, each with 'name:' and formulas",
                      "write each entry as '- name: SCHEMA' followed by 'argument: formula' lines")
-        return
+        return found
 
     ops = {op.name: op for op in project.ops}
     functions = _native_functions(project)
@@ -117,12 +126,13 @@ def attach_derivatives(path: str, project: Project, problems: Problems, root: st
             bad("name", f"schema differs from the declaration at {op.file}:{op.line}: {op.schema}",
                 "copy the func: line of the operator")
             continue
-        if op.derivative is not None or op.name in attached:
+        if op.name in attached:
             bad("name", f"a second derivative entry for '{op.name}'", "merge the two entries")
             continue
         arg_types = {a.name: str(a.type) for a in op.schema.arguments.flat_all}
         errors_before = len(problems.items)
         formulas = {}
+        calls: set[str] = set()
         scope = Scope(frozenset(formula_values(op)), npu_ops, helpers)
         for key in entry:
             if key in SPECIAL_KEYS - {"result"}:
@@ -144,7 +154,7 @@ def attach_derivatives(path: str, project: Project, problems: Problems, root: st
                 bad(key, f"the formula {e}", "write one C++ expression over grad, the inputs and the outputs, "
                     "calling npu_* operators, aten operators or helpers from csrc/autograd/formulas.h")
                 continue
-            op.aten_calls |= parsed.aten_calls
+            calls |= parsed.aten_calls
             formulas[key] = parsed.cpp
         differentiability = _output_differentiability(entry, op, bad)
         attached.add(op.name)
@@ -155,9 +165,10 @@ def attach_derivatives(path: str, project: Project, problems: Problems, root: st
             if differentiability is not None:
                 defn["output_differentiability"] = differentiability
             _, per_key = create_differentiability_info(defn, by_signature, by_schema, op_counter, set())
-            op.derivative = per_key["Default"]
+            found[op.name] = Derivative(per_key["Default"], frozenset(calls))
         except Exception as e:  # torchgen reports formula problems as exceptions
             # torchgen appends where it read the function; that is our own temporary list.
             reason = str(e).split("\n  in native_functions.yaml")[0]
             bad("name", f"torchgen rejected the entry: {printable_label(reason, 300, quote=False)}",
                 "see PyTorch's tools/autograd/derivatives.yaml for how formulas are written")
+    return found

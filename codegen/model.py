@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torchgen.model import FunctionSchema
 
@@ -15,15 +15,16 @@ from .types import SUPPORTED_ARG_TYPES, base_type, check_default
 from .yaml_loader import LineDict, LineList, load_yaml_file
 from . import kernel_signatures
 
-ENTRY_KEYS = {"func", "exec", "elementwise", "composite", "out", "dtypes", "checks", "contiguous", "variants",
-              "deprecated", "doc"}
+ENTRY_KEYS = {"func", "exec", "elementwise", "composite", "adapter", "out", "dtypes", "checks", "contiguous",
+              "variants", "deprecated", "doc"}
 # What implements the op: exactly one of these.
-IMPLEMENTATIONS = ("exec", "elementwise", "composite")
+IMPLEMENTATIONS = ("exec", "elementwise", "composite", "adapter")
 # Further fields each implementation needs.
-REQUIRED_KEYS = {"exec": ("out", "dtypes"), "elementwise": ("dtypes",), "composite": ()}
+REQUIRED_KEYS = {"exec": ("out", "dtypes"), "elementwise": ("dtypes",), "composite": (), "adapter": ("out", "dtypes")}
 VARIANTS = ("out", "inplace")
 TOP_KEYS = {"backend", "namespace", "official", "custom"}
 KERNEL_REGISTRATION = re.compile(r"SIMHPU_KERNEL\(\s*(\w+)\s*\)")
+OP_PLUGIN_REGISTRATION = re.compile(r"SIMHPU_OP_PLUGIN\(\s*(\w+)\s*\)")
 
 
 @dataclass(frozen=True)
@@ -34,26 +35,32 @@ class Output:
     text: str  # the rule as written, for docs
 
 
-@dataclass
-class OpDecl:
+@dataclass(frozen=True)
+class Operator:
+    """One entry of op_plugin_functions.yaml, validated. Built once, by
+    project.load_project, with its derivative and calls; never changed after."""
     kind: str  # "official" (an aten op run natively) or "custom" (a new npu op)
+    implementation: str  # "exec", "elementwise", "composite" or "adapter" (see IMPLEMENTATIONS)
     schema: FunctionSchema
-    kernel: str
-    exec_args: list[str]
-    outputs: list[Output]
-    dtypes: list[str]
-    checks: list[Rule]
+    kernel: str  # the device kernel launched ("" for composite and adapter ops)
+    exec_args: tuple[str, ...]
+    outputs: tuple[Output, ...]
+    dtypes: tuple[str, ...]
+    checks: tuple[Rule, ...]
     contiguous: bool
     doc: str
     file: str
     line: int
     elementwise: ElementwiseKernel | None = None  # codegen writes the kernel
-    composite: str | None = None  # a C++ expression over other ops, instead of a kernel
-    variants: tuple = ()  # "out" and/or "inplace", derived from this functional entry
+    composite: str | None = None  # as written; its C++ is `composite_cpp`
+    adapter: str | None = None  # a hand-written launch in op_plugin/
+    variants: tuple[str, ...] = ()  # "out" and/or "inplace", derived from this functional entry
     deprecated: str | None = None  # the operator to use instead
-    derivative: object = None  # torchgen DifferentiabilityInfo, attached by derivatives.py
-    aten_calls: set = field(default_factory=set)  # aten ops its formulas or composite expression call
     composite_line: int = 0  # where the composite expression is written
+    # Filled in by project.load_project from the other passes' results:
+    composite_cpp: str | None = None  # the composite expression rendered from its parse
+    derivative: object = None  # torchgen DifferentiabilityInfo from derivatives.yaml
+    aten_calls: frozenset[str] = frozenset()  # aten ops its formulas or composite expression call
 
     @property
     def name(self) -> str:
@@ -70,34 +77,35 @@ class OpDecl:
         return [a.name for a in self.schema.arguments.flat_all if str(a.type).rstrip("?") == "Tensor"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Project:
     backend: str
     namespace: str
-    ops: list[OpDecl] = field(default_factory=list)
-    rejected: set = field(default_factory=set)  # names of entries with problems (derivatives skip them)
+    ops: tuple[Operator, ...] = ()
+    rejected: frozenset[str] = frozenset()  # names of entries with problems (derivatives skip them)
     readable: bool = True  # False when the file itself could not be read: every operator is unknown
+    kernel_names: tuple[str, ...] = ()  # every kernel registered under csrc/kernels
 
     @property
-    def custom_ops(self) -> list[OpDecl]:
+    def custom_ops(self) -> list[Operator]:
         return [op for op in self.ops if op.kind == "custom"]
 
     @property
-    def official_ops(self) -> list[OpDecl]:
+    def official_ops(self) -> list[Operator]:
         return [op for op in self.ops if op.kind == "official"]
 
 
-def registered_kernels(kernel_dir: str) -> dict[str, str]:
-    """Kernel name -> file, for every SIMHPU_KERNEL(name) under kernel_dir."""
-    kernels = {}
-    for root, _, files in os.walk(kernel_dir):
+def registered_names(folder: str, registration: re.Pattern = KERNEL_REGISTRATION) -> dict[str, str]:
+    """Name -> file, for every registration (SIMHPU_KERNEL(name) by default) in the .cpp files under folder."""
+    found = {}
+    for root, _, files in os.walk(folder):
         for name in sorted(files):
             if name.endswith(".cpp"):
                 path = os.path.join(root, name)
                 with open(path) as f:
-                    for match in KERNEL_REGISTRATION.finditer(f.read()):
-                        kernels[match.group(1)] = path
-    return kernels
+                    for match in registration.finditer(f.read()):
+                        found[match.group(1)] = path
+    return found
 
 
 def output_names(schema: FunctionSchema) -> list[str]:
@@ -107,31 +115,33 @@ def output_names(schema: FunctionSchema) -> list[str]:
     return [n or f"out{i}" for i, n in enumerate(names)]
 
 
-def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str = ".") -> Project:
+def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str = ".",
+             op_plugins: dict[str, str] | None = None) -> Project:
+    """The validated entries of the ops file; `kernels` and `op_plugins` map the
+    names registered under csrc/kernels and op_plugin/ to their files."""
     file = os.path.relpath(path, root)
     doc = load_yaml_file(path, file, problems, empty=LineDict())
-    project = Project("simhpu", "npu")
     if doc is None or not isinstance(doc, LineDict):
-        project.readable = False
-    if doc is None:
-        return project
-    if not isinstance(doc, LineDict):
-        problems.add(file, getattr(doc, "line", 1), "(file)", "",
-                     "expected a mapping with 'backend', 'namespace', 'official' and 'custom'",
-                     "start the file with 'backend: simhpu' and 'namespace: npu'")
-        return project
+        if doc is not None:
+            problems.add(file, getattr(doc, "line", 1), "(file)", "",
+                         "expected a mapping with 'backend', 'namespace', 'official' and 'custom'",
+                         "start the file with 'backend: simhpu' and 'namespace: npu'")
+        return Project("simhpu", "npu", readable=False)
 
     for key in doc:
         if key not in TOP_KEYS:
             problems.add(file, doc.line_of(key), "(file)", key, "unknown top-level key",
                          did_you_mean(key, TOP_KEYS) or f"use one of {sorted(TOP_KEYS)}")
+    settings = {"backend": "simhpu", "namespace": "npu"}
     for key, check in (("backend", _check_backend), ("namespace", check_namespace)):
         if key in doc:
             message = check(doc[key])
             if message:
                 problems.add(file, doc.line_of(key), "(file)", key, message[0], message[1])
             else:
-                setattr(project, key, doc[key])
+                settings[key] = doc[key]
+    ops: list[Operator] = []
+    rejected: set[str] = set()
     seen: dict[str, int] = {}
     for kind in ("official", "custom"):
         entries = doc.get(kind)
@@ -142,17 +152,18 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
                          f"write each entry as a '- func: ...' item under '{kind}:'")
             continue
         for index, entry in enumerate(entries):
-            op = _load_entry(entry, entries.line_at(index), kind, file, kernels, problems)
+            op = _load_entry(entry, entries.line_at(index), kind, file, kernels, op_plugins or {}, problems)
             if op is None:
                 if isinstance(entry, LineDict) and isinstance(entry.get("func"), str):
-                    project.rejected.add(entry["func"].split("(")[0].strip())
+                    rejected.add(entry["func"].split("(")[0].strip())
                 continue
             if op.name in seen:
                 problems.add(file, op.line, op.name, "func", f"operator declared twice (first at line {seen[op.name]})",
                              "remove or rename one of the entries")
                 continue
             seen[op.name] = op.line
-            project.ops.append(op)
+            ops.append(op)
+    project = Project(settings["backend"], settings["namespace"], tuple(ops), frozenset(rejected))
     _check_deprecations(project, problems)
     return project
 
@@ -178,20 +189,23 @@ def _check_deprecations(project: Project, problems: Problems) -> None:
                          "name the operator to use instead")
 
 
-def _load_entry(entry, line: int, kind: str, file: str, kernels: dict[str, str], problems: Problems) -> OpDecl | None:
+def _load_entry(entry, line: int, kind: str, file: str, kernels: dict[str, str], op_plugins: dict[str, str],
+                problems: Problems) -> Operator | None:
     if not isinstance(entry, LineDict):
         problems.add(file, line, f"({kind} entry)", "", f"expected a mapping with func, exec, out and dtypes, got "
                      f"{type(entry).__name__} {printable_label(entry)}",
                      "write the entry as '- func: ...' followed by its fields, indented under it")
         return None
-    return _EntryLoader(entry, kind, file, kernels, problems).load()
+    return _EntryLoader(entry, kind, file, kernels, op_plugins, problems).load()
 
 
 class _EntryLoader:
     """Reads one entry field by field, reporting every problem it finds."""
 
-    def __init__(self, entry: LineDict, kind: str, file: str, kernels: dict[str, str], problems: Problems):
-        self.entry, self.kind, self.file, self.kernels, self.problems = entry, kind, file, kernels, problems
+    def __init__(self, entry: LineDict, kind: str, file: str, kernels: dict[str, str], op_plugins: dict[str, str],
+                 problems: Problems):
+        self.entry, self.kind, self.file, self.problems = entry, kind, file, problems
+        self.kernels, self.op_plugins = kernels, op_plugins
         self.label = (printable_label(str(entry["func"]).split("(")[0].strip(), quote=False) if "func" in entry
                       else "(entry without func)")
 
@@ -199,7 +213,7 @@ class _EntryLoader:
         line = self.entry.line_of(key) if key in self.entry else self.entry.line
         self.problems.add(self.file, line, self.label, key, message, fix)
 
-    def load(self) -> OpDecl | None:
+    def load(self) -> Operator | None:
         errors_before = len(self.problems.items)
         entry = self.entry
         for key in entry:
@@ -237,6 +251,7 @@ class _EntryLoader:
             if elementwise is not None:
                 kernel = f"{schema.name.name.base}_elementwise"
                 exec_args = [*elementwise.tensors, *(n for n, _ in elementwise.numbers), *self.outs]
+        adapter = self._adapter() if implementation == "adapter" else None
         composite = None
         if implementation == "composite":
             composite = entry["composite"]
@@ -249,12 +264,26 @@ class _EntryLoader:
 
         if len(self.problems.items) != errors_before:
             return None
-        return OpDecl(self.kind, schema, kernel, exec_args, outputs, dtypes, checks, contiguous,
-                      " ".join(doc.split()), self.file, entry.line,
-                      elementwise=elementwise,
-                      composite=composite.strip() if composite is not None else None,
-                      variants=variants, deprecated=deprecated,
-                      composite_line=entry.line_of("composite"))
+        return Operator(self.kind, implementation, schema, kernel, tuple(exec_args), tuple(outputs), tuple(dtypes),
+                        tuple(checks), contiguous, " ".join(doc.split()), self.file, entry.line,
+                        elementwise=elementwise,
+                        composite=composite.strip() if composite is not None else None,
+                        adapter=adapter, variants=variants, deprecated=deprecated,
+                        composite_line=entry.line_of("composite"))
+
+    def _adapter(self) -> str | None:
+        """The hand-written launch in op_plugin/ that `adapter:` names."""
+        name = self.entry["adapter"]
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name):
+            self.bad("adapter", f"expected the name of a function in op_plugin/, got {printable_label(name)}",
+                     "write 'adapter: NAME' and define NAME in op_plugin/NAME.cpp")
+            return None
+        if name not in self.op_plugins:
+            self.bad("adapter", f"no adapter '{name}' is registered under op_plugin/ (SIMHPU_OP_PLUGIN({name}))",
+                     did_you_mean(name, self.op_plugins) or f"define it in op_plugin/{name}.cpp and register it "
+                     f"with SIMHPU_OP_PLUGIN({name})")
+            return None
+        return name
 
     def _deprecated(self) -> str | None:
         deprecated = self.entry.get("deprecated")
@@ -282,7 +311,8 @@ class _EntryLoader:
             return given[0]
         if not given:
             self.bad("exec", "missing required field",
-                     "add 'exec: KERNEL, args..., out', 'elementwise: EXPRESSION' or 'composite: EXPRESSION'")
+                     "add 'exec: KERNEL, args..., out', 'elementwise: EXPRESSION', 'composite: EXPRESSION' "
+                     "or 'adapter: NAME'")
         else:
             self.bad(given[1], f"'{given[0]}' and '{given[1]}' both implement the op", "keep one of them")
         return None

@@ -1,30 +1,44 @@
 """Loading the whole operator project and generating its files."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
-from .cpp_expr import ExpressionError, Scope, formula_helpers, parse
-from .derivatives import attach_derivatives
+from .cpp_expr import ExpressionError, Parsed, Scope, formula_helpers, parse
+from .derivatives import load_derivatives
 from .emit import render, write_tree
 from .errors import CodegenError, Problems  # noqa: F401  (CodegenError: what load_project raises)
-from .model import Project, load_ops, registered_kernels
+from .model import OP_PLUGIN_REGISTRATION, Project, load_ops, registered_names
 
 OPS_YAML = "op_plugin_functions.yaml"
 DERIVATIVES_YAML = "derivatives.yaml"
 KERNEL_DIR = os.path.join("csrc", "kernels")
+OP_PLUGIN_DIR = "op_plugin"
 
 
 def load_project(root: str) -> Project:
-    """Load and validate both YAML files; raises CodegenError listing every problem."""
+    """Load and validate both YAML files; raises CodegenError listing every
+    problem. The one place the model is built: each pass returns what it
+    found, and every Operator is assembled from those results once."""
     problems = Problems()
-    kernels = registered_kernels(os.path.join(root, KERNEL_DIR))
-    project = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root)
+    kernels = registered_names(os.path.join(root, KERNEL_DIR))
+    op_plugins = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
+    declared = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root, op_plugins)
     # Both files are checked in one run whatever the other holds: derivative
     # entries of operators whose declaration has problems are skipped, not reported.
-    _resolve_composites(root, project, problems)
-    attach_derivatives(os.path.join(root, DERIVATIVES_YAML), project, problems, root)
+    composites = _resolve_composites(root, declared, problems)
+    derivatives = load_derivatives(os.path.join(root, DERIVATIVES_YAML), declared, problems, root)
     problems.raise_if_any()
-    return project
+    ops = []
+    for op in declared.ops:
+        composite, derivative = composites.get(op.name), derivatives.get(op.name)
+        calls = (composite.aten_calls if composite else frozenset()) | (
+            derivative.aten_calls if derivative else frozenset())
+        ops.append(dataclasses.replace(op, composite_cpp=composite.cpp if composite else None,
+                                       derivative=derivative.info if derivative else None,
+                                       aten_calls=frozenset(calls)))
+    generated = tuple(op.kernel for op in ops if op.elementwise)
+    return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})))
 
 
 def generate(root: str, out_dir: str) -> list[str]:
@@ -33,14 +47,15 @@ def generate(root: str, out_dir: str) -> list[str]:
     return write_tree(out_dir, render(project))
 
 
-def _resolve_composites(root: str, project: Project, problems: Problems) -> None:
-    """Parse each composite expression (rendering its C++ from the parse) and
-    refuse composites that call themselves through other composites."""
+def _resolve_composites(root: str, project: Project, problems: Problems) -> dict[str, Parsed]:
+    """Operator name -> its parsed composite expression (its C++ rendered from
+    the parse); composites that call themselves through others are refused."""
     # Operators rejected for problems of their own still count as declared, so
     # their callers are not reported too.
     npu_ops = frozenset(op.cpp_name for op in project.custom_ops) | project.rejected
     helpers = frozenset(formula_helpers(root))
     calls: dict[str, set] = {}
+    parsed_ops: dict[str, Parsed] = {}
     for op in project.ops:
         if op.composite is None:
             continue
@@ -51,10 +66,8 @@ def _resolve_composites(root: str, project: Project, problems: Problems) -> None
             problems.add(op.file, op.composite_line, op.name, "composite", f"the expression {e}",
                          "write one C++ expression over the arguments, calling npu_* operators, aten "
                          "operators or helpers from csrc/autograd/formulas.h")
-            op.composite = None
             continue
-        op.composite = parsed.cpp
-        op.aten_calls |= parsed.aten_calls
+        parsed_ops[op.name] = parsed
         calls[op.cpp_name] = parsed.npu_calls
     for op in project.ops:
         cycle = _call_cycle(op.cpp_name, calls)
@@ -62,6 +75,7 @@ def _resolve_composites(root: str, project: Project, problems: Problems) -> None
             problems.add(op.file, op.composite_line, op.name, "composite",
                          "composite operators call each other in a cycle: " + " -> ".join(cycle),
                          "let one of them call a kernel (exec:) instead")
+    return parsed_ops
 
 
 def _call_cycle(start: str, calls: dict[str, set]) -> list[str]:

@@ -14,6 +14,49 @@ def _torch():
     return torch
 
 
+def _dtype_name(dtype) -> str:
+    """A dtype as C++ prints a c10::ScalarType (Float, BFloat16, ...), so both sides' messages read alike."""
+    torch = _torch()
+    names = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+             torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+             torch.bool: "Bool", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble"}
+    return names.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def check_device(op: str, arg: str, t, first=None) -> None:
+    if t is None:
+        return
+    if isinstance(t, (list, tuple)):
+        for i, item in enumerate(t):
+            check_device(op, f"{arg}[{i}]", item, first)
+        return
+    if t.device.type != "simhpu":
+        raise RuntimeError(f"{op}: expected argument '{arg}' on a simhpu device, but it is on {t.device}; "
+                           f"move it with .to('simhpu')")
+    if first is not None and t.device != first.device:
+        raise RuntimeError(f"{op}: expected all tensors on one device, but argument '{arg}' is on {t.device} "
+                           f"and the first tensor on {first.device}")
+
+
+def check_dtype(op: str, arg: str, t, allowed) -> None:
+    if t.dtype not in allowed:
+        raise TypeError(f"{op}: argument '{arg}' has dtype {_dtype_name(t.dtype)}, which is not supported; "
+                        f"supported dtypes: {', '.join(_dtype_name(d) for d in allowed)}")
+
+
+def check_same_dtype(op: str, arg: str, t, ref_arg: str, ref) -> None:
+    if t.dtype != ref.dtype:
+        raise TypeError(f"{op}: expected argument '{arg}' to have the dtype of '{ref_arg}' "
+                        f"({_dtype_name(ref.dtype)}), but it has {_dtype_name(t.dtype)}")
+
+
+def check_compute_dtype(op: str, args, dtype, allowed) -> None:
+    if dtype not in allowed:
+        names = ", ".join(f"'{a}'" for a in args)
+        raise TypeError(f"{op}: arguments {names} promote to dtype {_dtype_name(dtype)}, which is not supported; "
+                        f"supported dtypes: {', '.join(_dtype_name(d) for d in allowed)}")
+
+
 def _shape(t) -> list:
     return list(t.shape)
 
@@ -107,8 +150,8 @@ def check_inplace(op: str, self, shape, dtype) -> None:
         raise ValueError(f"{op}: the result has shape {list(shape)}, which cannot be written in place into "
                          f"'self' of shape {list(self.shape)}")
     if self.dtype != dtype:
-        raise TypeError(f"{op}: the result has dtype {dtype}, which cannot be written in place into "
-                        f"'self' of dtype {self.dtype}")
+        raise TypeError(f"{op}: the result has dtype {_dtype_name(dtype)}, which cannot be written in place into "
+                        f"'self' of dtype {_dtype_name(self.dtype)}")
 
 
 def check_broadcastable(op: str, arg: str, t, shape) -> None:
@@ -121,7 +164,8 @@ def check_broadcastable(op: str, arg: str, t, shape) -> None:
 def check_index_tensor(op: str, arg: str, index) -> None:
     import torch
     if index.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"{op}: argument '{arg}' must hold int64 or int32 indices, but it has dtype {index.dtype}")
+        raise TypeError(f"{op}: argument '{arg}' must hold int64 or int32 indices, but it has dtype "
+                        f"{_dtype_name(index.dtype)}")
     if index.dim() > 1:
         raise IndexError(f"{op}: argument '{arg}' must be a scalar or 1-D, but it has {index.dim()} dimensions")
 
@@ -134,4 +178,6 @@ def index_shape(op: str, self_arg: str, self, dim: int, index_arg: str, index) -
     shape = _shape(self)
     if shape:
         shape[dim % self.dim()] = index.numel()
+    elif index.numel() != 1:
+        raise IndexError(f"{op}: argument '{index_arg}' must hold one index to select from a 0-dim '{self_arg}'")
     return shape

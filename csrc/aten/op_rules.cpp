@@ -26,11 +26,15 @@ std::string dtype_list(std::initializer_list<c10::ScalarType> dtypes) {
 
 } // namespace
 
-void check_device(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& first) {
+void check_device(const char* op, const char* arg, const at::Tensor& t) {
   TORCH_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
   TORCH_CHECK(t.is_privateuseone(), op, ": expected argument '", arg,
               "' on a simhpu device, but it is on ", t.device(),
               "; move it with .to('simhpu')");
+}
+
+void check_device(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& first) {
+  check_device(op, arg, t);
   TORCH_CHECK(t.device() == first.device(), op, ": expected all tensors on one device, but argument '",
               arg, "' is on ", t.device(), " and the first tensor on ", first.device());
 }
@@ -211,6 +215,24 @@ void check_no_requires_grad(const char* op, const char* arg, const std::optional
 void check_no_requires_grad(const char* op, const char* arg, at::TensorList list) {
   for (const auto& t : list) {
     check_no_requires_grad(op, arg, t);
+  }
+}
+
+void check_no_forward_grad(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!(t.defined() && t._fw_grad(/*level=*/0).defined()), op,
+                              ": forward-mode AD (torch.func.jvp, forward_ad) is not supported; argument '", arg,
+                              "' carries a tangent. Use reverse mode (backward, torch.func.vjp) instead");
+}
+
+void check_no_forward_grad(const char* op, const char* arg, const std::optional<at::Tensor>& t) {
+  if (t.has_value()) {
+    check_no_forward_grad(op, arg, *t);
+  }
+}
+
+void check_no_forward_grad(const char* op, const char* arg, at::TensorList list) {
+  for (const auto& t : list) {
+    check_no_forward_grad(op, arg, t);
   }
 }
 

@@ -17,7 +17,8 @@ using Shape = c10::SmallVector<int64_t, 6>;
 // Tensors named in a rule, by reference (no reference-count traffic per call).
 using TensorRefs = std::initializer_list<std::reference_wrapper<const at::Tensor>>;
 
-// `t` is defined and lives on simhpu, on the same device as `first`.
+// `t` is defined and lives on simhpu (and on the same device as `first`).
+void check_device(const char* op, const char* arg, const at::Tensor& t);
 void check_device(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& first);
 void check_device(const char* op, const char* arg, const std::optional<at::Tensor>& t, const at::Tensor& first);
 
@@ -84,6 +85,12 @@ void check_row_stat(const char* op, const char* stat_arg, const at::Tensor& stat
 void check_no_requires_grad(const char* op, const char* arg, const at::Tensor& t);
 void check_no_requires_grad(const char* op, const char* arg, const std::optional<at::Tensor>& t);
 void check_no_requires_grad(const char* op, const char* arg, at::TensorList list);
+
+// `t` carries no forward-mode tangent: ops without forward formulas refuse dual
+// tensors (as PyTorch's generated kernels do) instead of dropping the tangent.
+void check_no_forward_grad(const char* op, const char* arg, const at::Tensor& t);
+void check_no_forward_grad(const char* op, const char* arg, const std::optional<at::Tensor>& t);
+void check_no_forward_grad(const char* op, const char* arg, at::TensorList list);
 
 // A new output on the current device (the adapter's DeviceGuard chose it),
 // straight from the device allocator: an adapter allocating through at::empty

@@ -1,5 +1,7 @@
 #include "autograd/formulas.h"
 
+#include "generated/npu_ops.h"
+
 #include <ATen/ops/sigmoid.h>
 #include <c10/core/WrapDimMinimal.h>
 
@@ -51,6 +53,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mul_add_backward(
     gz = grad_total;
   }
   return {gx, gy, gz};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_backward(
+    const at::Tensor& grad_y, const at::Tensor& grad_total, const at::Tensor& total, const at::Tensor& gamma,
+    const at::Tensor& rstd) {
+  auto [grad_sum, grad_gamma] = ops::npu_rms_norm_backward(grad_y, total, gamma, rstd);
+  const at::Tensor grad_inputs = grad_sum + grad_total;
+  return {grad_inputs, grad_inputs, grad_gamma};
 }
 
 } // namespace simhpu::formulas

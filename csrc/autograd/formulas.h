@@ -28,4 +28,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mul_add_backward(
     const at::Tensor& grad_prod, const at::Tensor& grad_total, const at::Tensor& x, const at::Tensor& y,
     std::array<bool, 3> grad_input_mask);
 
+// Gradients of npu_add_rms_norm (total = x + residual, y = rms_norm(total)):
+// x and residual both get grad_total plus what flows back through y.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_backward(
+    const at::Tensor& grad_y, const at::Tensor& grad_total, const at::Tensor& total, const at::Tensor& gamma,
+    const at::Tensor& rstd);
+
 } // namespace simhpu::formulas

@@ -6,7 +6,11 @@
 //   SIMHPU_KERNEL(add_custom);
 //
 // Adapters launch it with EXEC_CMD(add_custom, x, y, out); the arguments are
-// matched by position, and a mismatch is reported as a kernel failure.
+// matched by position. SIMHPU_KERNEL checks the kernel's parameters against
+// every exec: entry that launches it (generated/kernel_signatures.h), so a
+// mismatch with the YAML is a compile error naming the entry; hand-written
+// launches are checked when they run.
+#include "generated/kernel_signatures.h"
 #include "runtime/kernel_registry.h"
 
 #include <ATen/Dispatch.h>
@@ -67,6 +71,50 @@ struct ArgFrom<std::optional<T>> {
 template <typename T>
 struct ArgFrom<const std::optional<T>&> : ArgFrom<std::optional<T>> {};
 
+// What an exec: entry passes, one per argument (codegen's types.KERNEL_PARAMS).
+enum class Arg {
+  Tensor, OptionalTensor, TensorList, Int, Float, Bool, Scalar, OptionalScalar, IntList,
+  OptionalScalarType, OptionalInt, OptionalFloat, OptionalBool, String
+};
+
+template <typename Param>
+constexpr bool param_takes(Arg arg) {
+  using T = std::remove_cv_t<std::remove_reference_t<Param>>;
+  if constexpr (std::is_same_v<T, DeviceTensor>) return arg == Arg::Tensor;
+  else if constexpr (std::is_same_v<T, std::optional<DeviceTensor>>)
+    return arg == Arg::OptionalTensor || arg == Arg::Tensor;
+  else if constexpr (std::is_same_v<T, std::vector<DeviceTensor>>) return arg == Arg::TensorList;
+  else if constexpr (std::is_same_v<T, int64_t>) return arg == Arg::Int;
+  else if constexpr (std::is_same_v<T, double>) return arg == Arg::Float;
+  else if constexpr (std::is_same_v<T, bool>) return arg == Arg::Bool;
+  else if constexpr (std::is_same_v<T, c10::Scalar>) return arg == Arg::Scalar;
+  else if constexpr (std::is_same_v<T, std::optional<c10::Scalar>>)
+    return arg == Arg::OptionalScalar || arg == Arg::Scalar;
+  else if constexpr (std::is_same_v<T, c10::IntArrayRef> || std::is_same_v<T, std::vector<int64_t>>)
+    return arg == Arg::IntList;
+  else if constexpr (std::is_same_v<T, std::optional<c10::ScalarType>>) return arg == Arg::OptionalScalarType;
+  else if constexpr (std::is_same_v<T, std::optional<int64_t>>) return arg == Arg::OptionalInt || arg == Arg::Int;
+  else if constexpr (std::is_same_v<T, std::optional<double>>) return arg == Arg::OptionalFloat || arg == Arg::Float;
+  else if constexpr (std::is_same_v<T, std::optional<bool>>) return arg == Arg::OptionalBool || arg == Arg::Bool;
+  else if constexpr (std::is_same_v<T, c10::string_view> || std::is_same_v<T, std::string>) return arg == Arg::String;
+  else return false;
+}
+
+template <typename Fn>
+struct KernelParams;
+
+template <typename... Params>
+struct KernelParams<void(Params...)> {
+  template <Arg... Args>
+  static constexpr bool take() {
+    if constexpr (sizeof...(Params) != sizeof...(Args)) {
+      return false;
+    } else {
+      return (param_takes<Params>(Args) && ...);
+    }
+  }
+};
+
 template <auto Fn>
 struct KernelInvoker;
 
@@ -85,9 +133,19 @@ struct KernelInvoker<Fn> {
 };
 
 } // namespace detail
+
+using detail::Arg;
+
+// True when a kernel of type Fn takes, in order, arguments of these kinds.
+template <typename Fn, Arg... Args>
+constexpr bool kernel_takes() {
+  return detail::KernelParams<Fn>::template take<Args...>();
+}
+
 } // namespace simhpu
 
 #define SIMHPU_KERNEL(name)                                     \
+  SIMHPU_EXEC_ENTRIES_##name(name);                             \
   static const ::simhpu::KernelRegistrar simhpu_kernel_##name( \
       #name, &::simhpu::detail::KernelInvoker<&name>::run)
 

@@ -8,14 +8,10 @@ import pytest
 import torch
 
 import torch_simhpu
+from helpers import run_python
 
 MiB = 1 << 20
 
-
-def run_python(code, tmp_path, **env):
-    """Run `code` in a fresh interpreter (outside the source tree) with extra environment."""
-    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          env=dict(os.environ, **env), timeout=120)
 
 
 def test_freed_blocks_are_cached_and_reused():

@@ -1,10 +1,8 @@
 """The native minimal ATen set, copies, and the CPU fallback."""
 import pytest
 import torch
+from helpers import has_device_kernel
 
-
-def has_device_kernel(op: str) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1")
 
 
 @pytest.mark.parametrize("op", [

@@ -1,4 +1,4 @@
-"""The corpus of broken YAML files in tests/yaml_errors/: each must be rejected
+"""The corpus of broken YAML files in tests/codegen/yaml_errors/: each must be rejected
 with the exact first problem its last line states (`# expect: file:line: ...`).
 Files named *.derivatives.yaml stand in for derivatives.yaml next to the
 operators of yaml_errors/ops_for_derivatives.yml; the others stand in for
@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORPUS = sorted(glob.glob(os.path.join(ROOT, "tests", "yaml_errors", "*.yaml")))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = sorted(glob.glob(os.path.join(ROOT, "tests", "codegen", "yaml_errors", "*.yaml")))
 
 
 
@@ -32,7 +32,7 @@ def test_broken_yaml_is_rejected_with_its_message(codegen, project_root, path):
     expected = text.rstrip("\n").split("\n")[-1]
     assert expected.startswith("# expect: ")
     if path.endswith(".derivatives.yaml"):
-        shutil.copy(os.path.join(ROOT, "tests", "yaml_errors", "ops_for_derivatives.yml"),
+        shutil.copy(os.path.join(ROOT, "tests", "codegen", "yaml_errors", "ops_for_derivatives.yml"),
                     project_root / "op_plugin_functions.yaml")
         (project_root / "derivatives.yaml").write_text(text)
     else:

@@ -8,17 +8,12 @@ import torch
 import torch.nn.functional as F
 
 import torch_simhpu
+from helpers import f64, tol
 
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 OPCHECK_UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
 
 
-def tol(dtype):
-    return {torch.float16: dict(atol=2e-3, rtol=2e-3), torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}.get(dtype, {})
-
-
-def f64(*shape):
-    return torch.randn(*shape, dtype=torch.float64).simhpu().requires_grad_()
 
 
 # --- elementwise: the held-apart example, an op with no C++ written -----------

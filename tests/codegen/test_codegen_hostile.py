@@ -19,10 +19,6 @@ ADD_CUSTOM = "  - func: npu_add_custom(Tensor x, Tensor y) -> Tensor\n    exec: 
 PROBLEM_LINE = re.compile(r"^(op_plugin_functions|derivatives)\.yaml:\d+: .+: .+$")
 
 
-@pytest.fixture
-def project_dir(tmp_path):
-    copy_project(tmp_path)
-    return tmp_path
 
 
 def problems_of(codegen, root) -> list:

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import torch_simhpu
+from helpers import f64, tol
 
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
@@ -38,10 +39,6 @@ def in_f64(fn, *args, **kwargs):
         return tuple(o.to(dtype) for o in out)
     return out.to(dtype)
 
-
-def tol(dtype):
-    return {torch.float16: dict(atol=2e-3, rtol=2e-3), torch.bfloat16: dict(atol=1.6e-2, rtol=1.6e-2)}.get(
-        dtype, {})
 
 
 def dev(*tensors):
@@ -142,10 +139,6 @@ def test_sum_dims_of_a_transposed_view():
 
 
 # --- gradients -------------------------------------------------------------
-
-def f64(*shape, positive=False):
-    t = torch.rand(*shape, dtype=torch.float64) + 0.5 if positive else torch.randn(*shape, dtype=torch.float64)
-    return t.to("simhpu").requires_grad_()
 
 
 @pytest.mark.parametrize("name,make", [

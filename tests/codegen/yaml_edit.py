@@ -1,8 +1,8 @@
-"""Copies of the project's YAML and kernels to break, and edits of them (codegen tests)."""
+"""Copies of the project's YAML, kernels and op_plugin adapters to break, and edits of them (codegen tests)."""
 import os
 import shutil
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def copy_project(dest) -> None:
@@ -10,6 +10,7 @@ def copy_project(dest) -> None:
         shutil.copy(os.path.join(ROOT, name), dest / name)
     shutil.copytree(os.path.join(ROOT, "csrc", "kernels"), dest / "csrc" / "kernels")
     shutil.copytree(os.path.join(ROOT, "csrc", "autograd"), dest / "csrc" / "autograd")
+    shutil.copytree(os.path.join(ROOT, "op_plugin"), dest / "op_plugin")
 
 
 def edit(path, old, new):

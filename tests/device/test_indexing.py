@@ -5,10 +5,8 @@ import torch
 import torch.nn.functional as F
 
 import torch_simhpu  # noqa: F401
+from helpers import has_device_kernel
 
-
-def has_device_kernel(op):
-    return torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1")
 
 
 def test_indexing_ops_are_native():

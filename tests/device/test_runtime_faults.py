@@ -11,13 +11,10 @@ import pytest
 import torch
 
 import torch_simhpu
+from helpers import run_python
 
 SLOW = os.environ.get("SIMHPU_SLOW_TESTS") == "1"
 
-
-def run_python(code, tmp_path, **env):
-    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          env=dict(os.environ, **env), timeout=120)
 
 
 # Work that depended on a failed kernel ------------------------------------------------------------

@@ -3,7 +3,7 @@
 Every OpInfo, in float32, int64 and bfloat16, four ways: forward, the in-place
 variant on a strided view, the out= variant, and gradients. Each must give the
 CPU's result (random ops: the CPU's shapes and dtypes), and what the CPU rejects
-the device must reject too. See tests/opdb/harness.py for how a case runs.
+the device must reject too. See tests/device/opdb/harness.py for how a case runs.
 """
 import importlib.util
 import os

@@ -6,15 +6,10 @@ import shutil
 import pytest
 from yaml_edit import copy_project, edit, line_of
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 
-@pytest.fixture
-def project_dir(tmp_path):
-    """A copy of the project's YAML files and kernels to break."""
-    copy_project(tmp_path)
-    return tmp_path
 
 
 def remove_block(path, start):

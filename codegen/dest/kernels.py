@@ -1,0 +1,43 @@
+"""Device kernels: the ones elementwise entries generate, and the header that
+checks every exec: entry against its kernel's parameters at compile time."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..api import OpView
+from ..types import kernel_arg_kind
+
+
+@dataclass(frozen=True)
+class ExecEntry:
+    kinds: tuple[str, ...]  # kernel_api.h Arg kinds of what the entry passes, in order
+    message: str
+
+
+@dataclass(frozen=True)
+class KernelEntries:
+    name: str
+    entries: tuple[ExecEntry, ...]
+
+
+def exec_entries(views: list[OpView], kernel_names) -> list[KernelEntries]:
+    """Every registered kernel with the exec: entries that launch it."""
+    by_kernel: dict[str, list[ExecEntry]] = {name: [] for name in kernel_names}
+    for v in views:
+        if v.op.implementation not in ("exec", "elementwise"):
+            continue
+        types = {a.name: a.type for a in v.op.schema.arguments.flat_all}
+        kinds = tuple(kernel_arg_kind(types[a]) if a in types else "Tensor" for a in v.op.exec_args)
+        message = f"{v.op.file}:{v.op.line} ({v.name}): exec: arguments do not fit the kernel"
+        by_kernel.setdefault(v.op.kernel, []).append(ExecEntry(kinds, message))
+    return [KernelEntries(name, tuple(entries)) for name, entries in sorted(by_kernel.items())]
+
+
+def render(env, views: list[OpView], kernel_names) -> dict[str, str]:
+    files = {"include/generated/kernel_signatures.h":
+             env.get_template("kernel_signatures.h.j2").render(kernels=exec_entries(views, kernel_names))}
+    template = env.get_template("kernel.cpp.j2")
+    for v in views:
+        if v.elementwise:
+            files[f"csrc/kernels/{v.elementwise.kernel}.cpp"] = template.render(v=v, e=v.elementwise)
+    return files
