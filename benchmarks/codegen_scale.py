@@ -75,7 +75,7 @@ def measure(n_ops: int = N_OPS) -> float:
             start = time.perf_counter()
             files = render(load_project(root))
             best = min(best, time.perf_counter() - start)
-        assert len([f for f in files if f.startswith("csrc/ops/")]) == n_ops + 1
+        assert len([f for f in files if f.startswith("csrc/adapters/")]) == n_ops + 1
         return best
     finally:
         shutil.rmtree(root)

@@ -9,7 +9,7 @@ import tempfile
 from .cpp_expr import FORMULA_HELPERS_HEADER
 from .errors import CodegenError
 from .names import check_identifier
-from .project import DERIVATIVES_YAML, KERNEL_DIR, OPS_YAML, load_project
+from .project import DERIVATIVES_YAML, KERNEL_DIR, OP_PLUGIN_DIR, OPS_YAML, load_project
 
 KERNEL_TEMPLATE = """// The device kernel of npu_{name}. Replace the expression below with the real
 // computation; see csrc/kernels/kernel_api.h for what a kernel receives.
@@ -66,7 +66,7 @@ def new_op(root: str, name: str) -> list[str]:
     with tempfile.TemporaryDirectory() as staging:
         for rel in (OPS_YAML, DERIVATIVES_YAML):
             shutil.copy(os.path.join(root, rel), os.path.join(staging, rel))
-        for folder in (KERNEL_DIR, os.path.dirname(FORMULA_HELPERS_HEADER)):
+        for folder in (KERNEL_DIR, OP_PLUGIN_DIR, os.path.dirname(FORMULA_HELPERS_HEADER)):
             if os.path.isdir(os.path.join(root, folder)):
                 shutil.copytree(os.path.join(root, folder), os.path.join(staging, folder))
         _apply(staging, additions)

@@ -108,12 +108,6 @@ def compile_cpp(files: dict[str, str], changed: list[str], out) -> None:
         assert result.returncode == 0, f"{rel} does not compile:\n{result.stderr[-3000:]}"
 
 
-@pytest.fixture(scope="module")
-def emit():
-    from conftest import _import_from_source
-    return _import_from_source("codegen.emit")
-
-
 def test_fuzzed_yaml_is_rejected_cleanly_or_generates_safe_code(codegen, emit, tmp_path):
     copy_project(tmp_path)
     originals = {name: (tmp_path / name).read_text() for name in FILES}

@@ -162,3 +162,29 @@ def test_bad_device_count_is_reported(tmp_path, value):
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode != 0
     assert f"SIMHPU_DEVICE_COUNT must be a whole number from 1 to 64, got '{value}'" in out.stderr
+
+
+def test_custom_ops_leave_the_cpu_keys_free():
+    """No stand-in CPU kernels: a CPU tensor gets PyTorch's own error naming the
+    op and the backend, and anyone may register a CPU reference kernel."""
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("npu::npu_swish", "CPU")
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("npu::npu_swish", "AutogradCPU")
+    with pytest.raises(NotImplementedError, match="npu::npu_swish.*'CPU' backend"):
+        torch_simhpu.npu_swish(torch.randn(3))
+    assert torch_simhpu.npu_swish(torch.ones(3, device="simhpu")).device.type == "simhpu"
+
+
+def test_forward_mode_ad_is_refused_not_dropped():
+    x, tangent = torch.randn(4, device="simhpu"), torch.ones(4, device="simhpu")
+    with pytest.raises(NotImplementedError, match="npu_swish: forward-mode AD .* argument 'self' carries a tangent"):
+        torch.func.jvp(torch_simhpu.npu_swish, (x,), (tangent,))
+    _, grad = torch.func.vjp(torch_simhpu.npu_swish, x)
+    assert grad(tangent)[0].shape == (4,)
+
+
+def test_device_of_a_pointer_is_the_device_owning_it():
+    on_one = torch.empty(3, device="simhpu:1")
+    with torch.simhpu.device(0):
+        assert torch_simhpu._C._device_of_pointer(on_one.data_ptr()) == 1
+    with pytest.raises(RuntimeError, match="is not in the memory of any simhpu device"):
+        torch_simhpu._C._device_of_pointer(torch.empty(3).data_ptr())

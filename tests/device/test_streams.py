@@ -60,14 +60,36 @@ def test_streams_run_independently():
     assert slow.query()
 
 
+def write_later(stream, x, value):
+    """On `stream`: a long kernel, then `x` = value, all queued without the host
+    waiting (npu_lerp_scalar_ is an asynchronous device kernel). A consumer that
+    does not wait for `stream` reads `x` before the write lands."""
+    source = torch.full(x.shape, float(value), device="simhpu")
+    torch.simhpu.synchronize()
+    busy(stream, 100_000)
+    with torch.simhpu.stream(stream):
+        torch_simhpu.npu_lerp_scalar_(x, source, 1.0)
+
+
+def test_without_a_wait_the_consumer_runs_ahead():
+    """The control for the ordering tests below: they would fail if waiting did nothing."""
+    producer, consumer = torch.simhpu.Stream(), torch.simhpu.Stream()
+    x = torch.zeros(1000, device="simhpu")
+    write_later(producer, x, 1.0)
+    with torch.simhpu.stream(consumer):
+        y = torch_simhpu.npu_add_custom(x, x)
+    consumer.synchronize()
+    assert not producer.query()
+    torch.testing.assert_close(y.cpu(), torch.zeros(1000))
+    producer.synchronize()
+
+
 def test_wait_event_orders_work_across_streams():
     producer, consumer = torch.simhpu.Stream(), torch.simhpu.Stream()
     x = torch.zeros(1000, device="simhpu")
-    busy(producer, 100_000)
-    with torch.simhpu.stream(producer):
-        x.add_(torch.ones(1000, device="simhpu"))  # x = 1 after the slow kernel
-        ready = torch.simhpu.Event()
-        ready.record()
+    write_later(producer, x, 1.0)
+    ready = torch.simhpu.Event()
+    ready.record(producer)
     consumer.wait_event(ready)
     with torch.simhpu.stream(consumer):
         y = torch_simhpu.npu_add_custom(x, x)
@@ -78,9 +100,7 @@ def test_wait_event_orders_work_across_streams():
 def test_wait_stream():
     a, b = torch.simhpu.Stream(), torch.simhpu.Stream()
     x = torch.zeros(10, device="simhpu")
-    busy(a, 100_000)
-    with torch.simhpu.stream(a):
-        x.fill_(3.0)
+    write_later(a, x, 3.0)
     b.wait_stream(a)
     with torch.simhpu.stream(b):
         y = torch_simhpu.npu_swish(x, beta=0.0)  # x * sigmoid(0) = 1.5
@@ -209,9 +229,7 @@ def test_more_launches_than_the_queue_holds():
 def test_event_wait_holds_a_stream_back():
     producer, consumer = torch.simhpu.Stream(), torch.simhpu.Stream()
     x = torch.zeros(4, device="simhpu")
-    busy(producer, 100_000)
-    with torch.simhpu.stream(producer):
-        x.fill_(5.0)
+    write_later(producer, x, 5.0)
     done = torch.simhpu.Event()
     done.record(producer)
     done.wait(consumer)
