@@ -2,8 +2,12 @@
 // measure the launch queue itself), one that always fails, to show how an
 // asynchronous failure travels to the next synchronising call (like a
 // device-side assert), and one that takes a set time, to show streams
-// overlapping and events timing them.
+// overlapping and events timing them; and one that reports the ATen
+// thread-local state kernels run under.
 #include "kernels/kernel_api.h"
+
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <chrono>
 #include <thread>
@@ -18,10 +22,18 @@ void fail_on_device(const DeviceTensor& t) {
 }
 SIMHPU_KERNEL(fail_on_device);
 
-void sleep_on_device(const DeviceTensor& t, int64_t microseconds) {
-  (void)t;
+void sleep_on_device(const DeviceTensor& /*t: names the device*/, int64_t microseconds) {
   std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
 }
 SIMHPU_KERNEL(sleep_on_device);
+
+// state[0..2] = grad mode, forward grad mode, autograd keys included (1: yes).
+void report_worker_state(const DeviceTensor& state) {
+  int64_t* out = state.data_as<int64_t>();
+  out[0] = c10::GradMode::is_enabled();
+  out[1] = c10::AutogradState::get_tls_state().get_fw_grad_mode();
+  out[2] = !c10::impl::tls_local_dispatch_key_set().excluded_.isSupersetOf(c10::autograd_dispatch_keyset);
+}
+SIMHPU_KERNEL(report_worker_state);
 
 } // namespace simhpu::kernels

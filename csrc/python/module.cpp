@@ -30,6 +30,12 @@ void _sleep_on_device(const at::Tensor& t, int64_t microseconds) {
   EXEC_CMD(sleep_on_device, t, microseconds);
 }
 
+// The ATen thread-local state kernels on `t`'s current stream run under (tests only).
+void _report_worker_state(const at::Tensor& t) {
+  const c10::DeviceGuard guard(t.device());
+  EXEC_CMD(report_worker_state, written(t));
+}
+
 // Queue throughput: seconds to launch `count` times a kernel that does nothing
 // and takes no arguments, on the current stream, and drain them. Fills slots
 // directly (no Python, no dispatcher, no launch-site capture): this measures
@@ -117,6 +123,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_launch_failing_kernel", &simhpu::_launch_failing_kernel);
   m.def("_sleep_on_device", &simhpu::_sleep_on_device);
+  m.def("_report_worker_state", &simhpu::_report_worker_state);
   m.def("_time_empty_launches", &simhpu::_time_empty_launches);
 
   simhpu::register_generated_ops(m);

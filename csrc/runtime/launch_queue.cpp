@@ -5,6 +5,8 @@
 #include "runtime/spin.h"
 #include "runtime/trace.h"
 
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
 namespace simhpu {
@@ -131,6 +133,12 @@ uint64_t LaunchQueue::wait_for_work(uint64_t head) {
 
 void LaunchQueue::work() {
   on_worker_thread = true;
+  // Kernels that call ATen (the reference path runs CPU kernels here) do so
+  // under one fixed state, not a thread's defaults: no autograd recording,
+  // forward or reverse, whatever the launching thread had enabled.
+  const c10::AutoGradMode no_grad(false);
+  const c10::AutoFwGradMode no_forward_grad(false);
+  const c10::impl::ExcludeDispatchKeyGuard no_autograd_keys(c10::autograd_dispatch_keyset);
   uint64_t head = 0;
   for (;;) {
     uint64_t available = tail_.load(std::memory_order_acquire);

@@ -1,14 +1,7 @@
-import os
+import pytest
+import torch
 
-# Strict mode (host code touching device memory faults) for the whole suite,
-# subprocesses included, unless the caller chose a mode (test_default_mode.py
-# runs part of the suite in the default one); it must be set before torch_simhpu loads.
-os.environ.setdefault("SIMHPU_STRICT", "1")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import torch_simhpu  # noqa: F401,E402  (registers the simhpu device)
+import torch_simhpu  # noqa: F401  (registers the simhpu device; strict mode: see ../conftest.py)
 
 
 @pytest.fixture

@@ -188,3 +188,11 @@ def test_device_of_a_pointer_is_the_device_owning_it():
         assert torch_simhpu._C._device_of_pointer(on_one.data_ptr()) == 1
     with pytest.raises(RuntimeError, match="is not in the memory of any simhpu device"):
         torch_simhpu._C._device_of_pointer(torch.empty(3).data_ptr())
+
+
+def test_kernels_run_under_a_fixed_aten_state():
+    """Kernels that call ATen (the reference path) never record autograd, whatever the worker's defaults."""
+    state = torch.ones(3, dtype=torch.int64, device="simhpu")
+    with torch.enable_grad():
+        torch_simhpu._C._report_worker_state(state)
+    assert state.tolist() == [0, 0, 0]  # grad mode, forward grad mode, autograd keys
