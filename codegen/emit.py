@@ -17,6 +17,7 @@ from .dest import adapters, autograd, kernels, python, registrations
 from .model import Project
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
+TEMP_PREFIX = ".codegen-"  # write_file's temporary files
 
 
 def cpp_string(text: str, indent: str = "      ", width: int = 72) -> str:
@@ -101,7 +102,7 @@ def write_file(path: str, content: str) -> bool:
     except (FileNotFoundError, UnicodeDecodeError):
         pass
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".codegen-", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=TEMP_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(content)
@@ -123,7 +124,8 @@ def write_tree(out_dir: str, files: dict[str, str]) -> list[str]:
         for folder, _, names in os.walk(os.path.join(out_dir, top)):
             for name in names:
                 rel = os.path.relpath(os.path.join(folder, name), out_dir).replace(os.sep, "/")
-                if rel not in files:
+                # .codegen-*.tmp: a concurrent run's file on its way in (see write_file).
+                if rel not in files and not name.startswith(TEMP_PREFIX):
                     os.remove(os.path.join(folder, name))
                     changed.append(f"{rel} (removed)")
     return changed
