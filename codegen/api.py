@@ -17,7 +17,7 @@ from torchgen.native_function_generation import functional_to_out_signature
 
 from . import rules as rule_lang
 from .model import Operator, output_names
-from .types import (KERNEL_PARAM_TYPES, base_type, binding_param, cpp_default, dispatcher_signature,
+from .types import (KERNEL_NUMBER_TYPES, base_type, binding_param, cpp_default, dispatcher_signature,
                     python_default, stub_type)
 
 
@@ -156,10 +156,18 @@ class OpView:
     autograd: AutogradView | None
     elementwise: ElementwiseView | None
 
-    # The names templates use most, straight from the functional signature.
-    name = property(lambda self: self.signature.name)
-    cpp_name = property(lambda self: self.signature.cpp_name)
-    first = property(lambda self: self.tensors[0])
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    @property
+    def cpp_name(self) -> str:
+        return self.signature.cpp_name
+
+    @property
+    def first(self) -> str:
+        """The first Tensor argument: it decides the device."""
+        return self.tensors[0]
 
     @property
     def variants(self) -> tuple[CppSignature, ...]:
@@ -203,8 +211,10 @@ def op_view(op: Operator, namespace: str) -> OpView:
     for t in tensors:
         expr = f"{t}_" if (op.kind == "official" or t in promoted) else t
         operands[t] = f"{expr}.contiguous()" if op.contiguous else expr
-    launch_args = op.exec_args if op.implementation != "adapter" else (
-        *(a.name for a in args), *(o.name for o in op.outputs))
+    if op.implementation == "adapter":  # the schema's arguments, then the outputs (op_plugin.h)
+        launch_args = (*(operands.get(a.name, a.name) for a in args), *(o.name for o in op.outputs))
+    else:  # the exec: arguments, outputs marked as written
+        launch_args = tuple(f"written({a})" if a in written else operands.get(a, a) for a in op.exec_args)
     return OpView(
         op=op, namespace=namespace,
         signature=CppSignature.of(op.schema),
@@ -217,8 +227,7 @@ def op_view(op: Operator, namespace: str) -> OpView:
         outputs=tuple(OutputView(o.name, rule_lang.to_cpp(o.size), rule_lang.to_cpp(o.dtype),
                                  rule_lang.to_python(o.size), rule_lang.to_python(o.dtype), o.text)
                       for o in op.outputs),
-        launch_args=tuple(f"written({a})" if a in written and op.implementation != "adapter" else operands.get(a, a)
-                          for a in launch_args),
+        launch_args=launch_args,
         autograd=_autograd_view(op),
         elementwise=_elementwise_view(op),
     )
@@ -332,7 +341,7 @@ def _elementwise_view(op: Operator) -> ElementwiseView | None:
     params = [f"const DeviceTensor& {t}" for t in kernel.tensors]
     numbers = []
     for name, schema_type in kernel.numbers:
-        params.append(f"{KERNEL_PARAM_TYPES[schema_type]} {name}")
+        params.append(f"{KERNEL_NUMBER_TYPES[schema_type]} {name}")
         convert = f"{name}.to<acc_t>()" if schema_type == "Scalar" else f"static_cast<acc_t>({name})"
         numbers.append((name, convert))
     return ElementwiseView(

@@ -126,6 +126,9 @@ def write_tree(out_dir: str, files: dict[str, str]) -> list[str]:
                 rel = os.path.relpath(os.path.join(folder, name), out_dir).replace(os.sep, "/")
                 # .codegen-*.tmp: a concurrent run's file on its way in (see write_file).
                 if rel not in files and not name.startswith(TEMP_PREFIX):
-                    os.remove(os.path.join(folder, name))
+                    try:
+                        os.remove(os.path.join(folder, name))
+                    except FileNotFoundError:
+                        continue  # a concurrent run removed it first
                     changed.append(f"{rel} (removed)")
     return changed

@@ -12,26 +12,39 @@ import os
 import re
 from functools import lru_cache
 
-# C++ parameter type (spaces removed) -> the schema types an argument passed to it may have.
-_ACCEPTS = {
-    "constDeviceTensor&": {"Tensor"},
-    "conststd::optional<DeviceTensor>&": {"Tensor?", "Tensor"},
+# A kernel parameter's type (without const, & and spaces) -> the schema types
+# an argument passed to it may have. The one statement of this relation: codegen
+# checks entries with it, and renders it into generated/kernel_signatures.h for
+# the compiler's check of the same entries.
+ACCEPTS = {
+    "DeviceTensor": {"Tensor"},
     "std::optional<DeviceTensor>": {"Tensor?", "Tensor"},
-    "conststd::vector<DeviceTensor>&": {"Tensor[]"},
+    "std::vector<DeviceTensor>": {"Tensor[]"},
     "int64_t": {"int", "SymInt"},
     "double": {"float"},
     "bool": {"bool"},
-    "constc10::Scalar&": {"Scalar"},
     "c10::Scalar": {"Scalar"},
-    "c10::IntArrayRef": {"int[]", "SymInt[]"},
     "std::optional<c10::Scalar>": {"Scalar?", "Scalar"},
+    "c10::IntArrayRef": {"int[]", "SymInt[]"},
+    "std::vector<int64_t>": {"int[]", "SymInt[]"},
     "std::optional<c10::ScalarType>": {"ScalarType?"},
     "std::optional<int64_t>": {"int?", "int"},
     "std::optional<double>": {"float?", "float"},
     "std::optional<bool>": {"bool?", "bool"},
     "c10::string_view": {"str"},
-    "conststd::string&": {"str"},
+    "std::string": {"str"},
 }
+
+
+def param_types_accepting(schema_type: str) -> list[str]:
+    """The kernel parameter types (as in ACCEPTS) an argument of `schema_type` may be passed to."""
+    given = re.sub(r"\[\d+\]", "[]", schema_type)
+    return [ctype for ctype, accepted in ACCEPTS.items() if given in accepted]
+
+
+def _plain(ctype: str) -> str:
+    """A parameter type as ACCEPTS spells it: `const std::optional<X>&` -> `std::optional<X>`."""
+    return re.sub(r"\s+", "", ctype).removeprefix("const").removesuffix("&")
 
 
 @lru_cache(maxsize=64)
@@ -43,13 +56,13 @@ def _definitions(path: str, mtime_ns: int) -> dict[str, list[tuple[str, str]]]:
         params = []
         for param in filter(None, (p.strip() for p in match.group(2).split(","))):
             name_match = re.search(r"(\w+)\s*$", param)
-            params.append((re.sub(r"\s+", "", param[:name_match.start()]), name_match.group(1)))
+            params.append((_plain(param[:name_match.start()]), name_match.group(1)))
         found[match.group(1)] = params
     return found
 
 
 def kernel_parameters(kernel: str, path: str) -> list[tuple[str, str]] | None:
-    """[(C++ type without spaces, name)] of the kernel's definition in `path`, or None if not found."""
+    """[(C++ type as ACCEPTS spells it, name)] of the kernel's definition in `path`, or None if not found."""
     try:
         return _definitions(path, os.stat(path).st_mtime_ns).get(kernel)
     except (OSError, UnicodeDecodeError):
@@ -68,7 +81,7 @@ def mismatches(kernel: str, path: str, exec_args: list[str], arg_types: dict[str
                 f"{len(exec_args)}"]
     problems = []
     for (ctype, pname), arg in zip(params, exec_args):
-        accepted = _ACCEPTS.get(ctype)
+        accepted = ACCEPTS.get(ctype)
         given = re.sub(r"\[\d+\]", "[]", arg_types.get(arg, "Tensor"))
         if accepted is not None and given not in accepted:
             problems.append(f"'{arg}' ({given}) is passed to the kernel's parameter '{pname}', which takes "

@@ -24,32 +24,10 @@ def dispatcher_signature(schema: FunctionSchema):
         return dispatcher.returns_type(schema.returns).cpp_type(), params, sig.type()
 
 
-# schema type -> (the C++ parameter type a device kernel declares for it, the
-# kernel_api.h Arg kind the compile-time check of exec: entries names it by)
-KERNEL_PARAMS = {
-    "Tensor": ("const DeviceTensor&", "Tensor"),
-    "Tensor?": ("const std::optional<DeviceTensor>&", "OptionalTensor"),
-    "Tensor[]": ("const std::vector<DeviceTensor>&", "TensorList"),
-    "int": ("int64_t", "Int"),
-    "SymInt": ("int64_t", "Int"),
-    "float": ("double", "Float"),
-    "bool": ("bool", "Bool"),
-    "Scalar": ("const c10::Scalar&", "Scalar"),
-    "Scalar?": ("std::optional<c10::Scalar>", "OptionalScalar"),
-    "int[]": ("c10::IntArrayRef", "IntList"),
-    "SymInt[]": ("c10::IntArrayRef", "IntList"),
-    "ScalarType?": ("std::optional<c10::ScalarType>", "OptionalScalarType"),
-    "int?": ("std::optional<int64_t>", "OptionalInt"),
-    "float?": ("std::optional<double>", "OptionalFloat"),
-    "bool?": ("std::optional<bool>", "OptionalBool"),
-    "str": ("c10::string_view", "String"),
-}
-KERNEL_PARAM_TYPES = {k: v[0] for k, v in KERNEL_PARAMS.items()}
-
-
-def kernel_arg_kind(schema_type) -> str:
-    """The Arg kind of an exec: argument of this schema type (kernel_api.h)."""
-    return KERNEL_PARAMS[base_type(schema_type)][1]
+# schema type of a number argument -> the parameter type a generated
+# (elementwise) kernel declares for it
+KERNEL_NUMBER_TYPES = {"float": "double", "int": "int64_t", "SymInt": "int64_t", "bool": "bool",
+                       "Scalar": "const c10::Scalar&"}
 
 
 def _is_list(t: str) -> bool:

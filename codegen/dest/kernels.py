@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..api import OpView
-from ..types import kernel_arg_kind
+from ..kernel_signatures import param_types_accepting
 
 
 @dataclass(frozen=True)
 class ExecEntry:
-    kinds: tuple[str, ...]  # kernel_api.h Arg kinds of what the entry passes, in order
+    accepted: tuple[tuple[str, ...], ...]  # per argument passed: the kernel parameter types that take it
     message: str
 
 
@@ -26,10 +26,10 @@ def exec_entries(views: list[OpView], kernel_names) -> list[KernelEntries]:
     for v in views:
         if v.op.implementation not in ("exec", "elementwise"):
             continue
-        types = {a.name: a.type for a in v.op.schema.arguments.flat_all}
-        kinds = tuple(kernel_arg_kind(types[a]) if a in types else "Tensor" for a in v.op.exec_args)
+        types = {a.name: str(a.type) for a in v.op.schema.arguments.flat_all}
+        accepted = tuple(tuple(param_types_accepting(types.get(a, "Tensor"))) for a in v.op.exec_args)
         message = f"{v.op.file}:{v.op.line} ({v.name}): exec: arguments do not fit the kernel"
-        by_kernel.setdefault(v.op.kernel, []).append(ExecEntry(kinds, message))
+        by_kernel.setdefault(v.op.kernel, []).append(ExecEntry(accepted, message))
     return [KernelEntries(name, tuple(entries)) for name, entries in sorted(by_kernel.items())]
 
 

@@ -71,46 +71,17 @@ struct ArgFrom<std::optional<T>> {
 template <typename T>
 struct ArgFrom<const std::optional<T>&> : ArgFrom<std::optional<T>> {};
 
-// What an exec: entry passes, one per argument (codegen's types.KERNEL_PARAMS).
-enum class Arg {
-  Tensor, OptionalTensor, TensorList, Int, Float, Bool, Scalar, OptionalScalar, IntList,
-  OptionalScalarType, OptionalInt, OptionalFloat, OptionalBool, String
-};
-
-template <typename Param>
-constexpr bool param_takes(Arg arg) {
-  using T = std::remove_cv_t<std::remove_reference_t<Param>>;
-  if constexpr (std::is_same_v<T, DeviceTensor>) return arg == Arg::Tensor;
-  else if constexpr (std::is_same_v<T, std::optional<DeviceTensor>>)
-    return arg == Arg::OptionalTensor || arg == Arg::Tensor;
-  else if constexpr (std::is_same_v<T, std::vector<DeviceTensor>>) return arg == Arg::TensorList;
-  else if constexpr (std::is_same_v<T, int64_t>) return arg == Arg::Int;
-  else if constexpr (std::is_same_v<T, double>) return arg == Arg::Float;
-  else if constexpr (std::is_same_v<T, bool>) return arg == Arg::Bool;
-  else if constexpr (std::is_same_v<T, c10::Scalar>) return arg == Arg::Scalar;
-  else if constexpr (std::is_same_v<T, std::optional<c10::Scalar>>)
-    return arg == Arg::OptionalScalar || arg == Arg::Scalar;
-  else if constexpr (std::is_same_v<T, c10::IntArrayRef> || std::is_same_v<T, std::vector<int64_t>>)
-    return arg == Arg::IntList;
-  else if constexpr (std::is_same_v<T, std::optional<c10::ScalarType>>) return arg == Arg::OptionalScalarType;
-  else if constexpr (std::is_same_v<T, std::optional<int64_t>>) return arg == Arg::OptionalInt || arg == Arg::Int;
-  else if constexpr (std::is_same_v<T, std::optional<double>>) return arg == Arg::OptionalFloat || arg == Arg::Float;
-  else if constexpr (std::is_same_v<T, std::optional<bool>>) return arg == Arg::OptionalBool || arg == Arg::Bool;
-  else if constexpr (std::is_same_v<T, c10::string_view> || std::is_same_v<T, std::string>) return arg == Arg::String;
-  else return false;
-}
-
 template <typename Fn>
 struct KernelParams;
 
 template <typename... Params>
 struct KernelParams<void(Params...)> {
-  template <Arg... Args>
+  template <typename... Accepted>
   static constexpr bool take() {
-    if constexpr (sizeof...(Params) != sizeof...(Args)) {
+    if constexpr (sizeof...(Params) != sizeof...(Accepted)) {
       return false;
     } else {
-      return (param_takes<Params>(Args) && ...);
+      return (Accepted::template holds<std::remove_cv_t<std::remove_reference_t<Params>>>() && ...);
     }
   }
 };
@@ -134,12 +105,19 @@ struct KernelInvoker<Fn> {
 
 } // namespace detail
 
-using detail::Arg;
+// The parameter types that take one argument of an exec: entry (see generated/kernel_signatures.h).
+template <typename... Types>
+struct OneOf {
+  template <typename Param>
+  static constexpr bool holds() {
+    return (std::is_same_v<Param, Types> || ...);
+  }
+};
 
-// True when a kernel of type Fn takes, in order, arguments of these kinds.
-template <typename Fn, Arg... Args>
+// True when a kernel of type Fn has one parameter per OneOf, each of a type it lists.
+template <typename Fn, typename... Accepted>
 constexpr bool kernel_takes() {
-  return detail::KernelParams<Fn>::template take<Args...>();
+  return detail::KernelParams<Fn>::template take<Accepted...>();
 }
 
 } // namespace simhpu

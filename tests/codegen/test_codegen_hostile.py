@@ -317,13 +317,17 @@ def test_new_op_writes_nothing_when_the_project_would_not_validate(project_dir):
 
 def test_concurrent_generate_runs_do_not_collide(project_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("gen")
+    stale = out / "csrc" / "ops"  # a layout codegen no longer writes: every run sweeps it
+    stale.mkdir(parents=True)
+    for i in range(50):
+        (stale / f"npu_gone_{i}.cpp").write_text("// from an older build\n")
     env = dict(os.environ, PYTHONPATH=ROOT)
     runs = [subprocess.Popen([sys.executable, "-m", "codegen", "--root", str(project_dir), "generate", "--out", str(out)],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     for run in runs:
         _, err = run.communicate(timeout=120)
         assert run.returncode == 0, err
-    assert not list(out.rglob("*.tmp"))
+    assert not list(out.rglob("*.tmp")) and not list(stale.iterdir())
     assert (out / "csrc" / "python_bindings.cpp").read_text().count("m.def(") > 5
 
 
@@ -344,3 +348,19 @@ def test_an_oversized_yaml_file_is_refused_unread(codegen, project_dir):
     with open(ops(project_dir), "a") as f:
         f.write("# padding\n" * 600_000)  # about 6 MB
     assert_rejected(codegen, project_dir, "op_plugin_functions.yaml:1: (file): is larger than 4 MiB")
+
+
+@pytest.mark.parametrize("name,message", [
+    ("Add-RMS", "expected the name of a function in op_plugin/, got 'Add-RMS'"),
+    ("[x]", "expected the name of a function in op_plugin/"),
+    ("add_rms_nrom", "no adapter 'add_rms_nrom' is registered under op_plugin/ (SIMHPU_OP_PLUGIN(add_rms_nrom))"),
+])
+def test_adapter_must_name_a_registered_op_plugin_function(codegen, project_dir, name, message):
+    edit(ops(project_dir), "adapter: add_rms_norm", f"adapter: {name}")
+    assert_rejected(codegen, project_dir, "npu_add_rms_norm: field 'adapter': " + message)
+
+
+def test_adapter_entries_need_out_and_dtypes(codegen, project_dir):
+    edit(ops(project_dir), "    dtypes: [float32, float64, float16, bfloat16]\n    variants: [out]\n    doc: >-\n"
+         "      Residual add", "    variants: [out]\n    doc: >-\n      Residual add")
+    assert_rejected(codegen, project_dir, "npu_add_rms_norm: field 'dtypes': missing required field")
