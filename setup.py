@@ -5,6 +5,7 @@
 import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 
@@ -19,6 +20,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 GENERATED = os.path.join("build", "generated")
+CORE_LIBRARY = "torch_simhpu.lib.libtorch_simhpu"
 
 
 def run_codegen() -> None:
@@ -35,6 +37,7 @@ class BuildPyWithCodegen(build_py):
     def run(self):
         run_codegen()
         super().run()
+        _install_headers(os.path.join(self.build_lib, "torch_simhpu", "include"))
         generated_python = os.path.join(GENERATED, "python", "torch_simhpu")
         for src in glob.glob(os.path.join(generated_python, "**", "*.py*"), recursive=True):
             dst = os.path.join(self.build_lib, "torch_simhpu", os.path.relpath(src, generated_python))
@@ -42,12 +45,42 @@ class BuildPyWithCodegen(build_py):
             shutil.copyfile(src, dst)
 
 
+def _install_headers(include_dir: str) -> None:
+    """The SDK for operator packages: every header under csrc/ (as they include
+    each other: runtime/, aten/, kernels/, ..., torch_simhpu/extension.h), not the PCH."""
+    for header in glob.glob(os.path.join("csrc", "**", "*.h"), recursive=True):
+        rel = os.path.relpath(header, "csrc")
+        if rel.split(os.sep)[0] == "pch":
+            continue
+        dst = os.path.join(include_dir, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copyfile(header, dst)
+
+
+def _version() -> str:
+    """TORCH_SIMHPU_VERSION from csrc/torch_simhpu/version.h: the one place it is written."""
+    with open(os.path.join(ROOT, "csrc", "torch_simhpu", "version.h")) as f:
+        return re.search(r'#define TORCH_SIMHPU_VERSION "([^"]+)"', f.read()).group(1)
+
+
 class BuildExtWithCodegen(BuildExtension):
     def run(self):
         run_codegen()
         for ext in self.extensions:
-            ext.sources = sorted(set(ext.sources) | set(_generated_sources()))
+            python = ext.name != CORE_LIBRARY
+            ext.sources = sorted(set(ext.sources) | set(_generated_sources(python)))
+        if self.inplace:  # the library's folder is made by the build, not kept in git
+            os.makedirs(os.path.join(ROOT, *CORE_LIBRARY.split(".")[:-1]), exist_ok=True)
         super().run()
+
+    def get_ext_filename(self, fullname):
+        # A plain shared library, not a Python module. distutils asks with the
+        # last component of the name, setuptools with the whole of it.
+        if fullname == CORE_LIBRARY:
+            return os.path.join(*CORE_LIBRARY.split(".")[:-1], "libtorch_simhpu.so")
+        if fullname == CORE_LIBRARY.split(".")[-1]:
+            return "libtorch_simhpu.so"
+        return super().get_ext_filename(fullname)
 
     def build_extension(self, ext):
         # torch's BuildExtension has replaced compiler.compile with its ninja
@@ -68,6 +101,8 @@ class BuildExtWithCodegen(BuildExtension):
             return ninja_compile(sources, output_dir, macros, include_dirs, debug, extra_preargs, extra_postargs,
                                  depends)
 
+        if ext.name != CORE_LIBRARY:  # link against the library built just before
+            ext.library_dirs = [os.path.dirname(self.get_ext_fullpath(CORE_LIBRARY)), *ext.library_dirs]
         self.compiler.compile = compile_with_pch
         try:
             super().build_extension(ext)
@@ -85,6 +120,8 @@ def precompile_torch_headers(compiler, output_dir, macros, include_dirs, debug, 
     _, _, postargs, pp_opts, _ = compiler._setup_compile(output_dir, macros, include_dirs, [], depends,
                                                          extra_postargs)
     post_cflags = postargs["cxx"] if isinstance(postargs, dict) else list(postargs)
+    # The one flag that differs between the library and the module; torch's headers never read it.
+    post_cflags = [flag for flag in post_cflags if not flag.startswith("-DTORCH_EXTENSION_NAME=")]
     cflags = compiler.compiler_so[1:] + compiler._get_cc_args(pp_opts, debug, extra_preargs)
     if not any(flag.startswith("-std=") for flag in cflags + post_cflags):
         post_cflags.append("-std=c++20")  # what torch's ninja writer adds to every source
@@ -110,41 +147,72 @@ def precompile_torch_headers(compiler, output_dir, macros, include_dirs, debug, 
     return header
 
 
-def _generated_sources():
-    return glob.glob(os.path.join(GENERATED, "csrc", "**", "*.cpp"), recursive=True)
+def _generated_sources(python: bool):
+    """Generated C++: the pybind11 bindings go into _C, everything else into the library."""
+    sources = glob.glob(os.path.join(GENERATED, "csrc", "**", "*.cpp"), recursive=True)
+    return [s for s in sources if (os.path.basename(s) == "python_bindings.cpp") == python]
 
 
-def _handwritten_sources():
-    patterns = ["csrc/**/*.cpp", "op_plugin/**/*.cpp"]
-    return sorted(p for pattern in patterns for p in glob.glob(pattern, recursive=True))
+def _handwritten_sources(python: bool):
+    patterns = ["csrc/python/**/*.cpp"] if python else ["csrc/**/*.cpp", "op_plugin/**/*.cpp"]
+    found = {p for pattern in patterns for p in glob.glob(pattern, recursive=True)}
+    if not python:
+        found -= set(glob.glob("csrc/python/**/*.cpp", recursive=True))
+    return sorted(found)
 
 
-extension = CppExtension(
+# -g0: Python's default flags add -g, which costs build time and wheel size.
+# -fopenmp: at::parallel_for is inline and only runs in parallel where the
+# includer is built with OpenMP. The libgomp it links is torch's own at run
+# time (torch loads its libgomp.so.1 first; the soname matches).
+# -fno-trapping-math: lets the compiler turn `c ? a : b` on floats into
+# vector blends (nothing here reads floating-point exception flags).
+# -Winvalid-pch: say so if the precompiled torch headers cannot be used.
+# -Wno-sign-compare: Python's flags turn it on, and torch's own headers trip it in every file.
+# -fno-semantic-interposition: calls within a library may be inlined or bound
+# directly (exports are chosen by version scripts, not by -fvisibility, so both
+# libraries compile with the same flags and share one precompiled header).
+COMPILE_FLAGS = ["-O2", "-g0", "-fopenmp", "-fno-trapping-math", "-Winvalid-pch", "-Wno-sign-compare",
+                 "-fno-semantic-interposition"]
+INCLUDE_DIRS = [os.path.join(ROOT, "csrc"), os.path.join(ROOT, GENERATED, "include")]
+
+# libtorch_simhpu.so: the device runtime, the ATen glue, the kernels and the
+# generated operators; what out-of-tree operator packages link against. Its
+# dynamic symbols are exactly namespace simhpu (exports.map): torch's inline
+# code compiled into it stays local, as -fvisibility=hidden would keep it, and
+# -Bsymbolic-functions binds its own calls at link time (no PLT on the launch path).
+core_library = CppExtension(
+    name=CORE_LIBRARY,
+    sources=_handwritten_sources(python=False),
+    include_dirs=INCLUDE_DIRS,
+    extra_compile_args=COMPILE_FLAGS,
+    extra_link_args=["-fopenmp", f"-Wl,--version-script={os.path.join(ROOT, 'csrc', 'exports.map')}",
+                     "-Wl,-Bsymbolic-functions", "-Wl,-soname,libtorch_simhpu.so"],
+)
+
+# torch_simhpu._C: the Python module, linked against the library beside it.
+python_module = CppExtension(
     name="torch_simhpu._C",
-    sources=_handwritten_sources(),
-    include_dirs=[os.path.join(ROOT, "csrc"), os.path.join(ROOT, GENERATED, "include")],
-    # -g0: Python's default flags add -g, which costs build time and wheel size.
-    # -fopenmp: at::parallel_for is inline and only runs in parallel where the
-    # includer is built with OpenMP. The libgomp it links is torch's own at run
-    # time (torch loads its libgomp.so.1 first; the soname matches).
-    # -fno-trapping-math: lets the compiler turn `c ? a : b` on floats into
-    # vector blends (nothing here reads floating-point exception flags).
-    # -Winvalid-pch: say so if the precompiled torch headers cannot be used.
-    # -Wno-sign-compare: Python's flags turn it on, and torch's own headers trip it in every file.
-    extra_compile_args=["-O2", "-g0", "-fvisibility=hidden", "-fopenmp", "-fno-trapping-math", "-Winvalid-pch",
-                        "-Wno-sign-compare"],
-    extra_link_args=["-fopenmp"],
+    sources=_handwritten_sources(python=True),
+    include_dirs=INCLUDE_DIRS,
+    libraries=["torch_simhpu"],
+    extra_compile_args=COMPILE_FLAGS,
+    extra_link_args=["-fopenmp", "-Wl,-rpath,$ORIGIN/lib",
+                     f"-Wl,--version-script={os.path.join(ROOT, 'csrc', 'python', 'exports.map')}"],
 )
 
 setup(
     name="torch_simhpu",
-    version="0.1.0",
+    version=_version(),
     description="A YAML-driven operator framework for a simulated PyTorch accelerator",
-    packages=["torch_simhpu"],
-    package_data={"torch_simhpu": ["*.pyi", "py.typed"]},
-    ext_modules=[extension],
+    # The codegen ships inside the wheel, for operator packages' own YAML.
+    packages=["torch_simhpu", "torch_simhpu.utils", "torch_simhpu.codegen", "torch_simhpu.codegen.dest"],
+    package_dir={"torch_simhpu.codegen": "codegen"},
+    package_data={"torch_simhpu": ["*.pyi", "py.typed"], "torch_simhpu.codegen": ["templates/*.j2"]},
+    ext_modules=[core_library, python_module],  # in this order: _C links the library
     cmdclass={"build_py": BuildPyWithCodegen, "build_ext": BuildExtWithCodegen.with_options(use_ninja=True)},
-    install_requires=["torch==2.13.0"],
+    # jinja2 and pyyaml: torch_simhpu.codegen, run when an operator package with YAML builds.
+    install_requires=["torch==2.13.0", "jinja2>=3.1", "pyyaml>=6.0"],
     # `import torch` loads the device (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0), before
     # any backward can size the autograd engine's device threads without it.
     entry_points={"torch.backends": ["torch_simhpu = torch_simhpu:_autoload"]},

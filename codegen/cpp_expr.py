@@ -76,9 +76,8 @@ class Parsed:
     npu_calls: set  # npu_* operators it calls
 
 
-def formula_helpers(root: str) -> set[str]:
-    """Function names declared in csrc/autograd/formulas.h."""
-    path = os.path.join(root, FORMULA_HELPERS_HEADER)
+def formula_helpers(path: str) -> set[str]:
+    """Function names declared in the formula helpers header (csrc/autograd/formulas.h)."""
     if not os.path.exists(path):
         return set()
     with open(path) as f:

@@ -11,6 +11,7 @@ from .elementwise import ElementwiseKernel, ExpressionError, translate
 from .errors import Problems, did_you_mean
 from .names import check_identifier, check_namespace, check_text, printable_label
 from .rules import DTYPES, Rule, RuleError, parse_rule
+from .target import Target
 from .types import SUPPORTED_ARG_TYPES, base_type, check_default
 from .yaml_loader import LineDict, LineList, load_yaml_file
 from . import kernel_signatures
@@ -85,6 +86,7 @@ class Project:
     rejected: frozenset[str] = frozenset()  # names of entries with problems (derivatives skip them)
     readable: bool = True  # False when the file itself could not be read: every operator is unknown
     kernel_names: tuple[str, ...] = ()  # every kernel registered under csrc/kernels
+    target: Target | None = None  # what is being built (codegen/target.py); set by load_project
 
     @property
     def custom_ops(self) -> list[Operator]:
@@ -116,7 +118,7 @@ def output_names(schema: FunctionSchema) -> list[str]:
 
 
 def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str = ".",
-             op_plugins: dict[str, str] | None = None) -> Project:
+             op_plugins: dict[str, str] | None = None, target: Target | None = None) -> Project:
     """The validated entries of the ops file; `kernels` and `op_plugins` map the
     names registered under csrc/kernels and op_plugin/ to their files."""
     file = os.path.relpath(path, root)
@@ -146,6 +148,12 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
     for kind in ("official", "custom"):
         entries = doc.get(kind)
         if entries is None:
+            continue
+        if kind == "official" and target is not None and not target.in_tree and entries:
+            problems.add(file, doc.line_of(kind), "(file)", kind,
+                         "an operator package cannot give aten operators device kernels: torch_simhpu owns "
+                         "aten's PrivateUse1 registrations",
+                         "declare new operators under 'custom:' (or propose the aten kernel to torch_simhpu)")
             continue
         if not isinstance(entries, LineList):
             problems.add(file, doc.line_of(kind), "(file)", kind, "expected a list of operator entries",

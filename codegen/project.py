@@ -9,6 +9,7 @@ from .derivatives import load_derivatives
 from .emit import render, write_tree
 from .errors import CodegenError, Problems  # noqa: F401  (CodegenError: what load_project raises)
 from .model import OP_PLUGIN_REGISTRATION, Project, load_ops, registered_names
+from .target import Target, backend
 
 OPS_YAML = "op_plugin_functions.yaml"
 DERIVATIVES_YAML = "derivatives.yaml"
@@ -16,18 +17,21 @@ KERNEL_DIR = os.path.join("csrc", "kernels")
 OP_PLUGIN_DIR = "op_plugin"
 
 
-def load_project(root: str) -> Project:
+def load_project(root: str, target: Target | None = None) -> Project:
     """Load and validate both YAML files; raises CodegenError listing every
     problem. The one place the model is built: each pass returns what it
-    found, and every Operator is assembled from those results once."""
+    found, and every Operator is assembled from those results once. `target`:
+    the backend itself (default) or an operator package (target.package)."""
+    target = target or backend(root)
     problems = Problems()
     kernels = registered_names(os.path.join(root, KERNEL_DIR))
     op_plugins = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
-    declared = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root, op_plugins)
+    declared = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root, op_plugins, target)
     # Both files are checked in one run whatever the other holds: derivative
     # entries of operators whose declaration has problems are skipped, not reported.
-    composites = _resolve_composites(root, declared, problems)
-    derivatives = load_derivatives(os.path.join(root, DERIVATIVES_YAML), declared, problems, root)
+    composites = _resolve_composites(target, declared, problems)
+    derivatives = load_derivatives(os.path.join(root, DERIVATIVES_YAML), declared, problems, root,
+                                   target.formula_helpers_header)
     problems.raise_if_any()
     ops = []
     for op in declared.ops:
@@ -38,22 +42,23 @@ def load_project(root: str) -> Project:
                                        derivative=derivative.info if derivative else None,
                                        aten_calls=frozenset(calls)))
     generated = tuple(op.kernel for op in ops if op.elementwise)
-    return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})))
+    return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})),
+                               target=target)
 
 
-def generate(root: str, out_dir: str) -> list[str]:
+def generate(root: str, out_dir: str, target: Target | None = None) -> list[str]:
     """Validate, then write the generated tree; nothing is written if validation fails."""
-    project = load_project(root)
+    project = load_project(root, target)
     return write_tree(out_dir, render(project))
 
 
-def _resolve_composites(root: str, project: Project, problems: Problems) -> dict[str, Parsed]:
+def _resolve_composites(target: Target, project: Project, problems: Problems) -> dict[str, Parsed]:
     """Operator name -> its parsed composite expression (its C++ rendered from
     the parse); composites that call themselves through others are refused."""
     # Operators rejected for problems of their own still count as declared, so
     # their callers are not reported too.
     npu_ops = frozenset(op.cpp_name for op in project.custom_ops) | project.rejected
-    helpers = frozenset(formula_helpers(root))
+    helpers = frozenset(formula_helpers(target.formula_helpers_header))
     calls: dict[str, set] = {}
     parsed_ops: dict[str, Parsed] = {}
     for op in project.ops:

@@ -5,16 +5,29 @@ from __future__ import annotations
 from ..api import OpView
 from ..model import Project
 
+# {package}: the folder of the Python package the operators are exposed from.
 FILES = {
     "csrc/python_bindings.cpp": "python_bindings.cpp.j2",
-    "python/torch_simhpu/_generated/__init__.py": "generated_init.py.j2",
-    "python/torch_simhpu/_generated/fake.py": "fake.py.j2",
-    "python/torch_simhpu/_generated/compile.py": "compile.py.j2",
-    "python/torch_simhpu/__init__.pyi": "stub.pyi.j2",
+    "python/{package}/_generated/__init__.py": "generated_init.py.j2",
+    "python/{package}/_generated/fake.py": "fake.py.j2",
+    "python/{package}/_generated/compile.py": "compile.py.j2",
     "docs/ops.md": "ops.md.j2",
+}
+# The backend's package is written by hand around the generated part; an
+# operator package gets its extension module's init and a module to import.
+BACKEND_FILES = {"python/{package}/__init__.pyi": "stub.pyi.j2"}
+PACKAGE_FILES = {
+    "csrc/module.cpp": "package_module.cpp.j2",
+    "python/{package}/_generated/ops.py": "package_ops.py.j2",
+    "python/{package}/_generated/ops.pyi": "stub.pyi.j2",
 }
 
 
 def render(env, project: Project, views: list[OpView]) -> dict[str, str]:
-    context = {"project": project, "ops": views, "custom_ops": [v for v in views if v.op.kind == "custom"]}
-    return {path: env.get_template(template).render(context) for path, template in FILES.items()}
+    in_tree = project.target is None or project.target.in_tree
+    package = project.target.package if project.target else "torch_simhpu"
+    context = {"project": project, "ops": views, "custom_ops": [v for v in views if v.op.kind == "custom"],
+               "in_tree": in_tree}
+    files = {**FILES, **(BACKEND_FILES if in_tree else PACKAGE_FILES)}
+    return {path.format(package=package.replace(".", "/")): env.get_template(template).render(context)
+            for path, template in files.items()}

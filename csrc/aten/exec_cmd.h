@@ -94,15 +94,17 @@ void launch(const KernelDef& kernel, const char* op_name, const Args&... args) {
 } // namespace simhpu
 
 // Looks the kernel up once per call site, on first use.
-#define SIMHPU_KERNEL_REF(kernel)                                            \
-  ([]() -> const ::simhpu::KernelDef& {                                      \
-    static const ::simhpu::KernelDef& def = ::simhpu::find_kernel(#kernel); \
-    return def;                                                              \
-  }())
+// A failed lookup is not remembered: the next call looks again (a library
+// that registers the kernel may have been loaded since).
+#define SIMHPU_KERNEL_REF(kernel, op_name)                                             \
+  ([](const char* op) -> const ::simhpu::KernelDef& {                                  \
+    static const ::simhpu::KernelDef& def = ::simhpu::find_kernel(#kernel, op);        \
+    return def;                                                                        \
+  }(op_name))
 
 #define EXEC_CMD(kernel, ...) \
-  ::simhpu::launch(SIMHPU_KERNEL_REF(kernel), __func__, __VA_ARGS__)
+  ::simhpu::launch(SIMHPU_KERNEL_REF(kernel, __func__), __func__, __VA_ARGS__)
 
 // The same, naming the operator explicitly (generated adapters pass kOpName).
 #define EXEC_CMD_FOR(op_name, kernel, ...) \
-  ::simhpu::launch(SIMHPU_KERNEL_REF(kernel), op_name, __VA_ARGS__)
+  ::simhpu::launch(SIMHPU_KERNEL_REF(kernel, op_name), op_name, __VA_ARGS__)

@@ -9,9 +9,16 @@
 // matched by position. SIMHPU_KERNEL checks the kernel's parameters against
 // every exec: entry that launches it (generated/kernel_signatures.h), so a
 // mismatch with the YAML is a compile error naming the entry; hand-written
-// launches are checked when they run.
-#include "generated/kernel_signatures.h"
+// launches are checked when they run. An operator package without YAML has no
+// generated/kernel_signatures.h; its kernels are checked when they run.
 #include "runtime/kernel_registry.h"
+
+#if __has_include("generated/kernel_signatures.h")
+#include "generated/kernel_signatures.h"
+#define SIMHPU_CHECK_EXEC_ENTRIES(name) SIMHPU_EXEC_ENTRIES_##name(name)
+#else
+#define SIMHPU_CHECK_EXEC_ENTRIES(name) static_assert(true)
+#endif
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -123,9 +130,9 @@ constexpr bool kernel_takes() {
 } // namespace simhpu
 
 #define SIMHPU_KERNEL(name)                                     \
-  SIMHPU_EXEC_ENTRIES_##name(name);                             \
+  SIMHPU_CHECK_EXEC_ENTRIES(name);                              \
   static const ::simhpu::KernelRegistrar simhpu_kernel_##name( \
-      #name, &::simhpu::detail::KernelInvoker<&name>::run)
+      #name, &::simhpu::detail::KernelInvoker<&name>::run, SIMHPU_THIS_BUILD)
 
 // The dtypes device kernels are instantiated for, unless a kernel says otherwise.
 #define SIMHPU_DISPATCH_FLOATING(dtype, kernel_name, ...) \

@@ -1,6 +1,7 @@
 // torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
 #include "aten/exec_cmd.h"
 #include "aten/op_routes.h"
+#include "custom_op/custom_op.h"
 #include "python/launch_site.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
@@ -15,6 +16,8 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <mutex>
+#include <set>
 
 namespace simhpu {
 
@@ -54,6 +57,20 @@ double _time_empty_launches(int64_t count) {
   }
   synchronize_stream(stream);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// torch_simhpu.library's launch. Errors are raised after the call returns, so
+// the operator's name must outlive it: names are kept for the process.
+void _launch_user_kernel(const std::string& op, const std::string& kernel, const std::vector<at::Tensor>& inputs,
+                         const std::vector<at::Tensor>& outputs, const pybind11::bytes& params) {
+  static std::mutex mu;
+  static std::set<std::string> names;
+  const char* name = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    name = names.insert(op).first->c_str();
+  }
+  custom_op::launch_user_kernel(name, kernel, inputs, outputs, std::string(params));
 }
 
 // A device index from Python, checked before it is narrowed to c10::DeviceIndex.
@@ -125,6 +142,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep_on_device", &simhpu::_sleep_on_device);
   m.def("_report_worker_state", &simhpu::_report_worker_state);
   m.def("_time_empty_launches", &simhpu::_time_empty_launches);
+  m.def("_launch_user_kernel", &simhpu::_launch_user_kernel);
 
   simhpu::register_generated_ops(m);
 }

@@ -13,6 +13,8 @@ struct Registry {
   std::mutex mu;
   // Node-based map: references to elements stay valid as it grows.
   std::unordered_map<std::string, KernelDef> kernels;
+  // Kernels registered by code built against another release: name -> why not.
+  std::unordered_map<std::string, std::string> refused;
 };
 
 Registry& registry() {
@@ -22,19 +24,35 @@ Registry& registry() {
 
 } // namespace
 
-KernelRegistrar::KernelRegistrar(const char* name, KernelFn run) {
+// Runs while a library is being loaded, where an exception cannot reach
+// Python: problems are kept and raised when the kernel is looked up.
+KernelRegistrar::KernelRegistrar(const char* name, KernelFn run, const BuildInfo& built) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  std::string mismatch = build_mismatch(built, std::string("kernel '") + name + "'");
+  if (!mismatch.empty()) {
+    r.refused.emplace(name, std::move(mismatch));
+    return;
+  }
   auto [it, inserted] = r.kernels.emplace(name, KernelDef{name, run});
-  TORCH_CHECK(inserted, "simhpu: kernel '", name, "' is registered twice");
+  if (!inserted) {
+    r.refused.emplace(name, std::string("kernel '") + name +
+                                "' is registered twice (by two libraries, or twice in one); kernel names "
+                                "are global, so give a package's kernels a prefix of its own");
+  }
 }
 
-const KernelDef& find_kernel(const char* name) {
+const KernelDef& find_kernel(const char* name, const char* op) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  const std::string who = op ? std::string(op) + ": " : std::string("simhpu: ");
+  auto refused = r.refused.find(name);
+  TORCH_CHECK(refused == r.refused.end(), who, refused->second);
   auto it = r.kernels.find(name);
-  TORCH_CHECK(it != r.kernels.end(), "simhpu: no device kernel named '", name,
-              "' is registered (kernels live in csrc/kernels/ and register with SIMHPU_KERNEL)");
+  TORCH_CHECK(it != r.kernels.end(), who, "no device kernel named '", name,
+              "' is registered; a kernel registers with SIMHPU_KERNEL(", name,
+              ") in the library that defines it (csrc/kernels/ in this project; an operator package's "
+              "library must be loaded first)");
   return it->second;
 }
 

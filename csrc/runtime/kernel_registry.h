@@ -1,5 +1,6 @@
 #pragma once
 // Device kernels registered by name (this device's counterpart of aclnn).
+#include "runtime/build_info.h"
 #include "runtime/launch_record.h"
 
 #include <string>
@@ -8,12 +9,15 @@
 namespace simhpu {
 
 // Registers a kernel at static-initialisation time; see SIMHPU_KERNEL.
+// `built` is what the registering code was compiled against: a kernel from a
+// package built for another release is kept, but launching it raises why.
 struct KernelRegistrar {
-  KernelRegistrar(const char* name, KernelFn run);
+  KernelRegistrar(const char* name, KernelFn run, const BuildInfo& built = SIMHPU_THIS_BUILD);
 };
 
-// The kernel called `name`; throws naming the kernel if none is registered.
-const KernelDef& find_kernel(const char* name);
+// The kernel called `name`; throws naming the kernel (and `op`, the operator
+// launching it, when given) if none is registered or it cannot run here.
+const KernelDef& find_kernel(const char* name, const char* op = nullptr);
 
 std::vector<std::string> registered_kernel_names();
 

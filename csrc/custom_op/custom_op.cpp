@@ -1,0 +1,200 @@
+#include "custom_op/custom_op.h"
+
+#include "aten/exec_cmd.h"
+#include "runtime/kernel_registry.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <map>
+#include <mutex>
+
+namespace simhpu::custom_op {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<UserCustomOpDescriptor>> ops;  // node-based: references stay valid
+  std::vector<std::unique_ptr<torch::Library>> libraries;              // the Meta registrations, kept alive
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+// "ns::name" or "ns::name.overload" -> (ns, "name.overload"); refuses anything else.
+std::pair<std::string, std::string> split_op_name(const std::string& op) {
+  const auto sep = op.find("::");
+  TORCH_CHECK_VALUE(sep != std::string::npos && sep > 0 && sep + 2 < op.size(),
+                    "registerUserCustomOp: expected the operator as 'namespace::name' (as defined with "
+                    "TORCH_LIBRARY), got '", op, "'");
+  return {op.substr(0, sep), op.substr(sep + 2)};
+}
+
+std::string message_of(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) {
+    return error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+bool has_symbolic_shape(const at::Stack& stack) {
+  for (const auto& v : stack) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The Meta kernel of a registered op: the OutputMetaFn's shapes, on the meta
+// device. FakeTensorMode (torch.compile) runs it.
+void run_output_meta(const c10::OperatorHandle& op, c10::Stack* stack) {
+  const auto& schema = op.schema();
+  const std::string name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  const auto& desc = UserCustomOpDescriptor::getUserCustomOpDescriptor(name);
+  const size_t n = schema.arguments().size();
+  at::Stack args(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
+  TORCH_CHECK_NOT_IMPLEMENTED(!has_symbolic_shape(args), name,
+                              ": its OutputMetaFn reads concrete shapes, and this call has symbolic ones "
+                              "(torch.compile with dynamic shapes); compile with dynamic=False, or give the "
+                              "operator a fake kernel of its own (torch.library.register_fake)");
+  PartialOutputMetaDataVector metas = desc.output_meta(args);
+  torch::jit::drop(*stack, n);
+  for (const auto& meta : metas) {
+    torch::jit::push(*stack, at::empty(meta.shape, at::TensorOptions().dtype(meta.dtype).device(at::kMeta)));
+  }
+}
+
+} // namespace
+
+UserCustomOpDescriptor::UserCustomOpDescriptor(std::string schema, std::string kernel, OutputMetaFn output_meta,
+                                               FillParamsFn fill_params, BuildInfo built)
+    : schema_(std::move(schema)),
+      kernel_(std::move(kernel)),
+      output_meta_fn_(std::move(output_meta)),
+      fill_params_fn_(std::move(fill_params)),
+      built_(built) {}
+
+void registerUserCustomOp(const std::string& schema, const std::string& kernel, OutputMetaFn output_meta_fn,
+                          FillParamsFn fill_params_fn, const BuildInfo& built) {
+  const auto [ns, name] = split_op_name(schema);
+  TORCH_CHECK_VALUE(output_meta_fn != nullptr, "registerUserCustomOp(", schema,
+                    "): an OutputMetaFn is required (it shapes the outputs on the device and under torch.compile)");
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto [it, inserted] = r.ops.emplace(schema, nullptr);
+  TORCH_CHECK_VALUE(inserted, "registerUserCustomOp: '", schema, "' is registered twice");
+  it->second = std::make_unique<UserCustomOpDescriptor>(schema, kernel, std::move(output_meta_fn),
+                                                        std::move(fill_params_fn), built);
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::Meta,
+                                                  "custom_op/custom_op.cpp", __LINE__);
+  library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_output_meta>());
+  r.libraries.push_back(std::move(library));
+}
+
+const UserCustomOpDescriptor& UserCustomOpDescriptor::getUserCustomOpDescriptor(const std::string& op) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.ops.find(op);
+  if (it == r.ops.end()) {
+    std::string known;
+    for (const auto& entry : r.ops) {
+      known += (known.empty() ? "" : ", ") + entry.first;
+    }
+    TORCH_CHECK(false, "getUserCustomOpDescriptor: no custom op '", op,
+                "' is registered; register it with registerUserCustomOp in the library that defines it "
+                "(registered: ", known.empty() ? "none" : known, ")");
+  }
+  return *it->second;
+}
+
+PartialOutputMetaDataVector UserCustomOpDescriptor::output_meta(const at::Stack& inputs) const {
+  PartialOutputMetaDataVector metas;
+  try {
+    metas = output_meta_fn_(inputs);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, schema_, ": its OutputMetaFn failed: ", message_of(e));
+  }
+  for (size_t i = 0; i < metas.size(); ++i) {
+    TORCH_CHECK(metas[i].dtype != c10::ScalarType::Undefined, schema_, ": its OutputMetaFn gave output ", i,
+                " no dtype");
+    for (int64_t size : metas[i].shape) {
+      TORCH_CHECK(size >= 0, schema_, ": its OutputMetaFn gave output ", i, " a negative size ",
+                  c10::IntArrayRef(metas[i].shape));
+    }
+  }
+  return metas;
+}
+
+std::vector<at::Tensor> UserCustomOpDescriptor::execute(const std::vector<c10::IValue>& inputs) const {
+  std::vector<at::Tensor> tensors;
+  for (const auto& v : inputs) {
+    if (v.isTensor() && v.toTensor().defined()) {
+      tensors.push_back(v.toTensor());
+    }
+  }
+  TORCH_CHECK_VALUE(!tensors.empty(), schema_, ": execute() needs at least one tensor input to run on");
+  const c10::Device device = tensors.front().device();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TORCH_CHECK_VALUE(tensors[i].device() == device, schema_, ": tensor input ", i, " is on ", tensors[i].device(),
+                      ", expected every tensor input on ", device);
+  }
+  TORCH_CHECK_VALUE(device.is_privateuseone(), schema_, ": expected simhpu tensors, got a tensor on ", device);
+  const c10::DeviceGuard guard(device);
+  std::vector<at::Tensor> outputs;
+  for (const auto& meta : output_meta(inputs)) {
+    outputs.push_back(at::empty(meta.shape, tensors.front().options().dtype(meta.dtype)));
+  }
+  std::string params;
+  if (fill_params_fn_) {
+    size_t size = 0;
+    std::shared_ptr<void> blob;
+    try {
+      blob = fill_params_fn_(inputs, size);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, schema_, ": its FillParamsFn failed: ", message_of(e));
+    }
+    TORCH_CHECK(blob != nullptr || size == 0, schema_, ": its FillParamsFn returned no data but a size of ", size);
+    params.assign(static_cast<const char*>(blob.get()), size);
+  }
+  const std::string mismatch = build_mismatch(built_, "custom op '" + schema_ + "'");
+  TORCH_CHECK(mismatch.empty(), mismatch);
+  launch_user_kernel(schema_.c_str(), kernel_, tensors, outputs, std::move(params));
+  return outputs;
+}
+
+void launch_user_kernel(const char* op, const std::string& kernel, const std::vector<at::Tensor>& inputs,
+                        const std::vector<at::Tensor>& outputs, std::string params) {
+  const KernelDef& def = find_kernel(kernel.c_str(), op);
+  TORCH_CHECK_VALUE(!inputs.empty(), op, ": a user kernel launch needs at least one tensor input");
+  const c10::Device device = inputs.front().device();
+  TORCH_CHECK_VALUE(device.is_privateuseone(), op, ": expected simhpu tensors, got a tensor on ", device);
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const auto& t : *list) {
+      TORCH_CHECK_VALUE(t.device() == device, op, ": a tensor on ", t.device(), ", expected every tensor on ",
+                        device);
+    }
+  }
+  const c10::DeviceGuard guard(device);
+  const LaunchSite site = capture_launch_site();
+  LaunchSlot slot(current_device());
+  LaunchRecord& record = slot.record();
+  record.kernel = &def;
+  record.op_name = op;
+  record.site = site;
+  detail::add_arg(record, at::TensorList(inputs));
+  std::vector<DeviceTensor> written;
+  for (const auto& t : outputs) {
+    written.push_back(describe_tensor(t));
+    record.keep_alive.push_back(t.storage());
+    record.mark_written(static_cast<int64_t>(record.keep_alive.size()) - 1);
+  }
+  record.args.emplace_back(std::move(written));
+  record.args.emplace_back(std::move(params));
+  slot.commit();
+}
+
+} // namespace simhpu::custom_op

@@ -1,0 +1,1 @@
+"""Tools for building operator packages against torch_simhpu."""
