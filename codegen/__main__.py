@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from .emit import render, write_file
 from .errors import CodegenError
 from .project import OPS_YAML, generate, load_project
 from .scaffold import new_op
+from .target import package
 
 DEFAULT_OUT = os.path.join("build", "generated")
 
@@ -18,8 +20,11 @@ class UsageError(Exception):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m codegen", description=__doc__)
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__}", description=__doc__)
     parser.add_argument("--root", default=".", help="project folder holding the YAML files")
+    parser.add_argument("--extension", default=None,
+                        help="an operator package's extension module (e.g. my_ops._C); the default when run as "
+                             "torch_simhpu.codegen, from the folder's name")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="validate the YAML files and report every problem")
     gen = sub.add_parser("generate", help="write the generated sources")
@@ -50,6 +55,18 @@ def main(argv=None) -> int:
     return 0
 
 
+def _target(args):
+    """The backend when run from its source tree (python -m codegen); an operator
+    package when run from the installed wheel (python -m torch_simhpu.codegen)."""
+    if args.extension is None and __package__ == "codegen":
+        return None
+    name = args.extension or re.sub(r"\W", "_", os.path.basename(os.path.abspath(args.root))) + "._C"
+    try:
+        return package(name if not name[0].isdigit() else "_" + name)
+    except ValueError as e:
+        raise UsageError(f"--extension: {e}") from None
+
+
 def _check_root(root: str) -> None:
     if not os.path.isdir(root):
         raise UsageError(f"--root {root!r} is not a folder")
@@ -58,7 +75,7 @@ def _check_root(root: str) -> None:
 
 
 def _check(args) -> None:
-    project = load_project(args.root)
+    project = load_project(args.root, _target(args))
     print(f"ok: {len(project.ops)} operators")
 
 
@@ -66,14 +83,14 @@ def _generate(args) -> None:
     out = os.path.join(args.root, args.out)
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out {args.out!r} is a file; give a folder")
-    changed = generate(args.root, out)
+    changed = generate(args.root, out, _target(args))
     print(f"generated {args.out}: {len(changed)} file(s) changed")
     for rel in changed:
         print(f"  {rel}")
 
 
 def _list(args) -> None:
-    project = load_project(args.root)
+    project = load_project(args.root, _target(args))
     for op in project.ops:
         grad = "differentiable" if op.derivative else "-"
         print(f"{op.kind:9} {op.name:28} {op.implementation:11} {op.kernel or op.adapter or '-':20} {grad}")
@@ -83,7 +100,7 @@ def _list(args) -> None:
 
 def _docs(args) -> None:
     path = os.path.join(args.root, "docs", "ops.md")
-    content = render(load_project(args.root))["docs/ops.md"]  # validated before anything is written
+    content = render(load_project(args.root, _target(args)))["docs/ops.md"]  # validated before anything is written
     write_file(path, content)
     print(f"wrote {path}")
 

@@ -17,3 +17,18 @@ rm -rf dist
 "$VENV/bin/python" setup.py --quiet bdist_wheel
 "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps dist/torch_simhpu-*.whl
 echo "installed $(ls dist/torch_simhpu-*.whl) into $VENV"
+
+# The test suite also runs the operator packages under examples/, each built
+# the way its README says: its own `python setup.py bdist_wheel`, against the
+# torch_simhpu just installed, then installed.
+if [[ "${1:-}" == "test" ]]; then
+  for package in examples/*/setup.py; do
+    folder=$(dirname "$package")
+    rm -rf "$folder/dist"
+    start=$SECONDS
+    (cd "$folder" && "../../$VENV/bin/python" setup.py --quiet bdist_wheel >build.log 2>&1) ||
+      { cat "$folder/build.log"; echo "building $folder failed" >&2; exit 1; }
+    "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps "$folder"/dist/*.whl
+    echo "built and installed $folder in $((SECONDS - start)) s"
+  done
+fi

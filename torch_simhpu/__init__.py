@@ -4,11 +4,21 @@ Importing the package registers the device with PyTorch (PrivateUse1 renamed to
 "simhpu", the torch.simhpu module, Tensor.simhpu() and friends) and exposes the
 operators declared in op_plugin_functions.yaml as torch_simhpu.npu_*.
 """
-import torch
 
-from torch_simhpu import _C
+
+def _autoload() -> None:
+    """The `torch.backends` entry point: importing this package has registered the device."""
+
+
+# Defined before `import torch`: when this package is imported first, torch's
+# import loads its backends, this entry point among them, while this module is
+# still being initialised.
+import torch  # noqa: E402
+
+from torch_simhpu import _C  # noqa: E402
 from torch_simhpu import _device_registration
 from torch_simhpu import device
+from torch_simhpu import library  # noqa: F401  (torch_simhpu.library.register_user_custom_op)
 from torch_simhpu.device import current_device, device_count, is_available, set_device, synchronize
 
 _device_registration.register()
@@ -22,9 +32,6 @@ for _name in _PYTHON_FUNCTIONS:
 _compile.register(_C)
 
 
-
-def _autoload() -> None:
-    """The `torch.backends` entry point: importing this package has registered the device."""
 
 
 __all__ = ["device", "is_available", "device_count", "current_device", "set_device", "synchronize",

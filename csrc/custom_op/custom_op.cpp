@@ -40,6 +40,17 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
+// Raises `what` about `op`, as the same Python exception type as `e` would be
+// (a ValueError from an OutputMetaFn stays a ValueError).
+[[noreturn]] void rethrow_for(const std::string& op, const char* what, const std::exception& e) {
+  const std::string message = op + ": its " + what + " failed: " + message_of(e);
+  if (dynamic_cast<const c10::ValueError*>(&e)) TORCH_CHECK_VALUE(false, message);
+  if (dynamic_cast<const c10::IndexError*>(&e)) TORCH_CHECK_INDEX(false, message);
+  if (dynamic_cast<const c10::TypeError*>(&e)) TORCH_CHECK_TYPE(false, message);
+  if (dynamic_cast<const c10::NotImplementedError*>(&e)) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+  TORCH_CHECK(false, message);
+}
+
 bool has_symbolic_shape(const at::Stack& stack) {
   for (const auto& v : stack) {
     if (v.isTensor() && v.toTensor().defined() && v.toTensor().unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
@@ -116,7 +127,7 @@ PartialOutputMetaDataVector UserCustomOpDescriptor::output_meta(const at::Stack&
   try {
     metas = output_meta_fn_(inputs);
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, schema_, ": its OutputMetaFn failed: ", message_of(e));
+    rethrow_for(schema_, "OutputMetaFn", e);
   }
   for (size_t i = 0; i < metas.size(); ++i) {
     TORCH_CHECK(metas[i].dtype != c10::ScalarType::Undefined, schema_, ": its OutputMetaFn gave output ", i,
@@ -155,7 +166,7 @@ std::vector<at::Tensor> UserCustomOpDescriptor::execute(const std::vector<c10::I
     try {
       blob = fill_params_fn_(inputs, size);
     } catch (const std::exception& e) {
-      TORCH_CHECK(false, schema_, ": its FillParamsFn failed: ", message_of(e));
+      rethrow_for(schema_, "FillParamsFn", e);
     }
     TORCH_CHECK(blob != nullptr || size == 0, schema_, ": its FillParamsFn returned no data but a size of ", size);
     params.assign(static_cast<const char*>(blob.get()), size);

@@ -1,0 +1,91 @@
+"""The SDK operator packages build against: headers and library in the wheel,
+and what the runtime refuses from a package built for another release."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import torch
+import torch.utils.cpp_extension
+
+import torch_simhpu
+from torch_simhpu.utils import cpp_extension
+
+
+def test_wheel_ships_headers_library_and_codegen():
+    include = cpp_extension.include_paths()[0]
+    assert os.path.isfile(os.path.join(include, "torch_simhpu", "extension.h"))
+    assert os.path.isfile(os.path.join(cpp_extension.library_paths()[0], "libtorch_simhpu.so"))
+    assert set(torch.utils.cpp_extension.include_paths()) <= set(cpp_extension.include_paths())
+    import torch_simhpu.codegen.project  # noqa: F401
+
+
+def test_library_exports_the_simhpu_namespace_only():
+    library = os.path.join(cpp_extension.library_paths()[0], "libtorch_simhpu.so")
+    symbols = subprocess.run(["nm", "-D", "--defined-only", "-C", library], capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    names = [line.split(" ", 2)[2] for line in symbols if len(line.split(" ", 2)) == 3]
+    assert any(n.startswith("simhpu::find_kernel(") for n in names)
+    assert any(n.startswith("simhpu::custom_op::registerUserCustomOp(") for n in names)
+    foreign = [n for n in names if "simhpu::" not in n and not n.startswith(("typeinfo", "vtable"))]
+    assert foreign == [], foreign[:5]
+
+
+def test_umbrella_header_compiles_on_its_own(tmp_path):
+    source = tmp_path / "uses_sdk.cpp"
+    source.write_text("#include <torch_simhpu/extension.h>\nint main() { return 0; }\n")
+    flags = [f"-I{p}" for p in cpp_extension.include_paths()]
+    done = subprocess.run([os.environ.get("CXX", "c++"), "-std=c++20", "-fsyntax-only", *flags, str(source)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+OLD_RELEASE_KERNEL = r"""
+#include <torch_simhpu/extension.h>
+#include <torch/library.h>
+
+void old_release_kernel(const simhpu::DeviceTensor& x) {}
+SIMHPU_KERNEL(old_release_kernel);
+
+at::Tensor old_release_op(const at::Tensor& x) {
+  EXEC_CMD_FOR("sdk_test::old_release_op", old_release_kernel, x);
+  return x;
+}
+
+TORCH_LIBRARY(sdk_test, m) { m.def("old_release_op(Tensor x) -> Tensor"); }
+TORCH_LIBRARY_IMPL(sdk_test, PrivateUse1, m) { m.impl("old_release_op", &old_release_op); }
+"""
+
+
+def test_a_package_built_against_another_release_is_refused_naming_it(tmp_path):
+    # The package is compiled against a copy of the SDK whose version.h says 0.0.1.
+    include = tmp_path / "include"
+    shutil.copytree(cpp_extension.include_paths()[0], include)
+    version_h = include / "torch_simhpu" / "version.h"
+    version_h.write_text(re.sub(r'"[^"]+"', '"0.0.1"', version_h.read_text()))
+    source = tmp_path / "old_release.cpp"
+    source.write_text(OLD_RELEASE_KERNEL)
+    torch.utils.cpp_extension.load(
+        "sdk_old_release", [str(source)], extra_include_paths=[str(include)],
+        extra_ldflags=[f"-L{cpp_extension.library_paths()[0]}", "-ltorch_simhpu"],
+        build_directory=str(tmp_path), is_python_module=False, verbose=False)
+    x = torch.ones(2, device="simhpu")
+    with pytest.raises(RuntimeError, match=r"sdk_test::old_release_op: kernel 'old_release_kernel' was built against "
+                                           r"torch_simhpu 0\.0\.1 with torch 2\.13, but this process runs "
+                                           r"torch_simhpu " + re.escape(_version())):
+        torch.ops.sdk_test.old_release_op(x)
+    torch.testing.assert_close((x + 1).cpu(), torch.full((2,), 2.0))
+
+
+def _version():
+    with open(os.path.join(cpp_extension.include_paths()[0], "torch_simhpu", "version.h")) as f:
+        return re.search(r'"([^"]+)"', f.read()).group(1)
+
+
+def test_launching_a_kernel_no_library_registered_names_the_op():
+    x = torch.ones(2, device="simhpu")
+    with pytest.raises(RuntimeError, match=r"my_op: no device kernel named 'not_loaded_kernel' is registered"):
+        torch_simhpu._C._launch_user_kernel("my_op", "not_loaded_kernel", [x], [], b"")
+    torch.testing.assert_close((x * 3).cpu(), torch.full((2,), 3.0))
