@@ -147,6 +147,29 @@ def launch_rows() -> list[Row]:
     return rows
 
 
+def package_launch_row() -> list[Row]:
+    """An operator package's op (examples/custom_ops, built against the installed
+    SDK) against the in-tree npu_add_custom, both called through torch.ops: the
+    reference column is the in-tree op here, not PyTorch CPU."""
+    try:
+        import custom_ops  # noqa: F401  (scripts/setup_env.sh test builds and installs it)
+    except ImportError:
+        print("skipped the operator-package row: examples/custom_ops is not installed (scripts/setup_env.sh test)")
+        return []
+    n = 200_000
+    da, db = torch.ones(1).simhpu(), torch.ones(1).simhpu()
+
+    def timed(op):
+        def run():
+            repeat(op, da, db, n)()
+            torch.simhpu.synchronize()
+        return run
+
+    in_tree, package = best_pair(timed(torch.ops.npu.npu_add_custom), timed(torch.ops.custom_ops.add_custom), n)
+    return [Row("launch of an operator package's op vs the in-tree op (torch.ops)", "us", in_tree * 1e6,
+                package * 1e6, "ratio <= 1.1")]
+
+
 def launch_blocking_row() -> Row:
     """The launch row in SIMHPU_LAUNCH_BLOCKING=1 mode, in a child (the mode is read at start)."""
     code = (
@@ -275,7 +298,7 @@ def main():
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}", flush=True)
-    rows = launch_rows() + [launch_blocking_row()] + add_rows() + elementwise_rows() + reduction_rows()
+    rows = launch_rows() + package_launch_row() + [launch_blocking_row()] + add_rows() + elementwise_rows() + reduction_rows()
     rows += reference_path.rows(Row, best_pair, torch)
     rows.append(codegen_row())
     if not args.no_build:
