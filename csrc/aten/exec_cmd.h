@@ -25,6 +25,14 @@ inline Written written(const at::Tensor& t) {
   return Written{t};
 }
 
+// The same for a list of outputs, passed to the kernel as one Tensor[] argument.
+struct WrittenList {
+  at::TensorList tensors;
+};
+inline WrittenList written(at::TensorList tensors) {
+  return WrittenList{tensors};
+}
+
 namespace detail {
 
 inline void add_arg(LaunchRecord& r, const at::Tensor& t) {
@@ -43,6 +51,12 @@ inline void add_arg(LaunchRecord& r, at::TensorList list) {
 inline void add_arg(LaunchRecord& r, const Written& w) {
   add_arg(r, w.tensor);
   r.mark_written(static_cast<int64_t>(r.keep_alive.size()) - 1);
+}
+inline void add_arg(LaunchRecord& r, const WrittenList& w) {
+  add_arg(r, w.tensors);
+  for (size_t i = 0; i < w.tensors.size(); ++i) {
+    r.mark_written(static_cast<int64_t>(r.keep_alive.size() - w.tensors.size() + i));
+  }
 }
 inline void add_arg(LaunchRecord& r, const c10::Scalar& s) { r.args.emplace_back(s); }
 inline void add_arg(LaunchRecord& r, double v) { r.args.emplace_back(v); }

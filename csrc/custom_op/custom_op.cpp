@@ -190,22 +190,7 @@ void launch_user_kernel(const char* op, const std::string& kernel, const std::ve
     }
   }
   const c10::DeviceGuard guard(device);
-  const LaunchSite site = capture_launch_site();
-  LaunchSlot slot(current_device());
-  LaunchRecord& record = slot.record();
-  record.kernel = &def;
-  record.op_name = op;
-  record.site = site;
-  detail::add_arg(record, at::TensorList(inputs));
-  std::vector<DeviceTensor> written;
-  for (const auto& t : outputs) {
-    written.push_back(describe_tensor(t));
-    record.keep_alive.push_back(t.storage());
-    record.mark_written(static_cast<int64_t>(record.keep_alive.size()) - 1);
-  }
-  record.args.emplace_back(std::move(written));
-  record.args.emplace_back(std::move(params));
-  slot.commit();
+  launch(def, op, at::TensorList(inputs), written(at::TensorList(outputs)), c10::string_view(params));
 }
 
 } // namespace simhpu::custom_op
