@@ -16,7 +16,7 @@ from torchgen.gen import parse_native_yaml
 from torchgen.model import FunctionSchema
 from torchgen.packaged.autograd.load_derivatives import create_differentiability_info
 
-from .cpp_expr import FORMULA_HELPERS_HEADER, ExpressionError, Scope, formula_helpers, parse
+from .cpp_expr import ExpressionError, Scope, formula_helpers, parse
 from .errors import Problems, did_you_mean
 from .model import Project, output_names
 from .names import printable_label
@@ -68,11 +68,11 @@ class Derivative:
     aten_calls: frozenset[str]  # aten ops the formulas call
 
 
-def load_derivatives(path: str, project: Project, problems: Problems, root: str = ".",
-                     helpers_header: str | None = None) -> dict[str, Derivative]:
-    """Operator name -> its derivative, for every valid entry of derivatives.yaml."""
+def load_derivatives(path: str, project: Project, problems: Problems, root: str,
+                     helpers_header: str) -> dict[str, Derivative]:
+    """Operator name -> its derivative, for every valid entry of derivatives.yaml;
+    formulas may call the helpers declared in `helpers_header`."""
     file = os.path.relpath(path, root)
-    helpers_header = helpers_header or os.path.join(root, FORMULA_HELPERS_HEADER)
     found: dict[str, Derivative] = {}
     entries = load_yaml_file(path, file, problems, empty=LineList())
     if entries is None:

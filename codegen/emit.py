@@ -80,9 +80,9 @@ def _environment() -> jinja2.Environment:
 
 
 def render(project: Project) -> dict[str, str]:
-    """Every generated file, relative path -> content."""
+    """Every generated file of a loaded project (project.load_project), relative path -> content."""
     env = _environment()
-    env.globals["package"] = project.target.package if project.target else "torch_simhpu"
+    env.globals["package"] = project.target.package
     views = [op_view(op, project.namespace) for op in project.ops]
     files = {}
     files.update(kernels.render(env, views, project.kernel_names))

@@ -86,7 +86,7 @@ class Project:
     rejected: frozenset[str] = frozenset()  # names of entries with problems (derivatives skip them)
     readable: bool = True  # False when the file itself could not be read: every operator is unknown
     kernel_names: tuple[str, ...] = ()  # every kernel registered under csrc/kernels
-    target: Target | None = None  # what is being built (codegen/target.py); set by load_project
+    target: Target | None = None  # what is being built (codegen/target.py): the backend or a package
 
     @property
     def custom_ops(self) -> list[Operator]:
@@ -128,7 +128,7 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
             problems.add(file, getattr(doc, "line", 1), "(file)", "",
                          "expected a mapping with 'backend', 'namespace', 'official' and 'custom'",
                          "start the file with 'backend: simhpu' and 'namespace: npu'")
-        return Project("simhpu", "npu", readable=False)
+        return Project("simhpu", "npu", readable=False, target=target)
 
     for key in doc:
         if key not in TOP_KEYS:
@@ -149,7 +149,7 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
         entries = doc.get(kind)
         if entries is None:
             continue
-        if kind == "official" and target is not None and not target.in_tree and entries:
+        if kind == "official" and entries and target is not None and not target.in_tree:
             problems.add(file, doc.line_of(kind), "(file)", kind,
                          "an operator package cannot give aten operators device kernels: torch_simhpu owns "
                          "aten's PrivateUse1 registrations",
@@ -171,7 +171,7 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
                 continue
             seen[op.name] = op.line
             ops.append(op)
-    project = Project(settings["backend"], settings["namespace"], tuple(ops), frozenset(rejected))
+    project = Project(settings["backend"], settings["namespace"], tuple(ops), frozenset(rejected), target=target)
     _check_deprecations(project, problems)
     return project
 

@@ -42,8 +42,7 @@ def load_project(root: str, target: Target | None = None) -> Project:
                                        derivative=derivative.info if derivative else None,
                                        aten_calls=frozenset(calls)))
     generated = tuple(op.kernel for op in ops if op.elementwise)
-    return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})),
-                               target=target)
+    return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})))
 
 
 def generate(root: str, out_dir: str, target: Target | None = None) -> list[str]:

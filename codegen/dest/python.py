@@ -24,10 +24,10 @@ PACKAGE_FILES = {
 
 
 def render(env, project: Project, views: list[OpView]) -> dict[str, str]:
-    in_tree = project.target is None or project.target.in_tree
-    package = project.target.package if project.target else "torch_simhpu"
+    in_tree = project.target.in_tree
     context = {"project": project, "ops": views, "custom_ops": [v for v in views if v.op.kind == "custom"],
                "in_tree": in_tree}
     files = {**FILES, **(BACKEND_FILES if in_tree else PACKAGE_FILES)}
-    return {path.format(package=package.replace(".", "/")): env.get_template(template).render(context)
+    folder = project.target.package.replace(".", "/")
+    return {path.format(package=folder): env.get_template(template).render(context)
             for path, template in files.items()}

@@ -16,7 +16,10 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<UserCustomOpDescriptor>> ops;  // node-based: references stay valid
-  std::vector<std::unique_ptr<torch::Library>> libraries;              // the Meta registrations, kept alive
+  // Registrations refused while a library loaded (where nothing can be raised
+  // to Python): op -> why, raised when the op is looked up.
+  std::map<std::string, std::string> refused;
+  std::vector<std::unique_ptr<torch::Library>> libraries;  // the Meta registrations, kept alive
 };
 
 Registry& registry() {
@@ -24,13 +27,42 @@ Registry& registry() {
   return *r;
 }
 
-// "ns::name" or "ns::name.overload" -> (ns, "name.overload"); refuses anything else.
-std::pair<std::string, std::string> split_op_name(const std::string& op) {
+// "ns::name" or "ns::name.overload" -> the position of "::"; npos for anything else.
+size_t namespace_end(const std::string& op) {
   const auto sep = op.find("::");
-  TORCH_CHECK_VALUE(sep != std::string::npos && sep > 0 && sep + 2 < op.size(),
-                    "registerUserCustomOp: expected the operator as 'namespace::name' (as defined with "
-                    "TORCH_LIBRARY), got '", op, "'");
-  return {op.substr(0, sep), op.substr(sep + 2)};
+  return sep != std::string::npos && sep > 0 && sep + 2 < op.size() ? sep : std::string::npos;
+}
+
+// Why `schema` cannot be registered, or "" (the registry's lock is held).
+std::string registration_problem(const Registry& r, const std::string& schema, const OutputMetaFn& output_meta_fn,
+                                 const BuildInfo& built) {
+  if (namespace_end(schema) == std::string::npos) {
+    return "registerUserCustomOp: expected the operator as 'namespace::name' (as defined with TORCH_LIBRARY), "
+           "got '" + schema + "'";
+  }
+  if (output_meta_fn == nullptr) {
+    return "registerUserCustomOp(" + schema +
+        "): an OutputMetaFn is required (it shapes the outputs on the device and under torch.compile)";
+  }
+  if (r.ops.count(schema) || r.refused.count(schema)) {
+    return "registerUserCustomOp: '" + schema + "' is registered twice (by two libraries, or twice in one)";
+  }
+  return build_mismatch(built, "custom op '" + schema + "'");
+}
+
+// The one device every tensor is on, a simhpu device; errors name `op`.
+c10::Device common_simhpu_device(const char* op, std::initializer_list<const std::vector<at::Tensor>*> lists) {
+  const std::vector<at::Tensor>* first = *lists.begin();
+  TORCH_CHECK_VALUE(!first->empty(), op, ": needs at least one tensor input to run on");
+  const c10::Device device = first->front().device();
+  TORCH_CHECK_VALUE(device.is_privateuseone(), op, ": expected simhpu tensors, got a tensor on ", device);
+  for (const auto* list : lists) {
+    for (const auto& t : *list) {
+      TORCH_CHECK_VALUE(t.device() == device, op, ": a tensor is on ", t.device(), ", expected every tensor on ",
+                        device);
+    }
+  }
+  return device;
 }
 
 std::string message_of(const std::exception& e) {
@@ -82,33 +114,39 @@ void run_output_meta(const c10::OperatorHandle& op, c10::Stack* stack) {
 } // namespace
 
 UserCustomOpDescriptor::UserCustomOpDescriptor(std::string schema, std::string kernel, OutputMetaFn output_meta,
-                                               FillParamsFn fill_params, BuildInfo built)
+                                               FillParamsFn fill_params)
     : schema_(std::move(schema)),
       kernel_(std::move(kernel)),
       output_meta_fn_(std::move(output_meta)),
-      fill_params_fn_(std::move(fill_params)),
-      built_(built) {}
+      fill_params_fn_(std::move(fill_params)) {}
 
+// Runs while a library loads, where an exception would end the process: a
+// registration with a problem is kept as refused, and using the op raises why.
+// A name registered twice is refused altogether (neither registration is used).
 void registerUserCustomOp(const std::string& schema, const std::string& kernel, OutputMetaFn output_meta_fn,
                           FillParamsFn fill_params_fn, const BuildInfo& built) {
-  const auto [ns, name] = split_op_name(schema);
-  TORCH_CHECK_VALUE(output_meta_fn != nullptr, "registerUserCustomOp(", schema,
-                    "): an OutputMetaFn is required (it shapes the outputs on the device and under torch.compile)");
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto [it, inserted] = r.ops.emplace(schema, nullptr);
-  TORCH_CHECK_VALUE(inserted, "registerUserCustomOp: '", schema, "' is registered twice");
-  it->second = std::make_unique<UserCustomOpDescriptor>(schema, kernel, std::move(output_meta_fn),
-                                                        std::move(fill_params_fn), built);
-  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::Meta,
-                                                  "custom_op/custom_op.cpp", __LINE__);
-  library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_output_meta>());
+  std::string problem = registration_problem(r, schema, output_meta_fn, built);
+  if (!problem.empty()) {
+    r.ops.erase(schema);
+    r.refused[schema] = std::move(problem);
+    return;
+  }
+  r.ops.emplace(schema, std::make_unique<UserCustomOpDescriptor>(schema, kernel, std::move(output_meta_fn),
+                                                                 std::move(fill_params_fn)));
+  const size_t sep = namespace_end(schema);
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, schema.substr(0, sep),
+                                                  c10::DispatchKey::Meta, "custom_op/custom_op.cpp", __LINE__);
+  library->impl(schema.substr(sep + 2).c_str(), torch::CppFunction::makeFromBoxedFunction<&run_output_meta>());
   r.libraries.push_back(std::move(library));
 }
 
 const UserCustomOpDescriptor& UserCustomOpDescriptor::getUserCustomOpDescriptor(const std::string& op) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  auto refused = r.refused.find(op);
+  TORCH_CHECK(refused == r.refused.end(), op, ": ", refused->second);
   auto it = r.ops.find(op);
   if (it == r.ops.end()) {
     std::string known;
@@ -147,14 +185,7 @@ std::vector<at::Tensor> UserCustomOpDescriptor::execute(const std::vector<c10::I
       tensors.push_back(v.toTensor());
     }
   }
-  TORCH_CHECK_VALUE(!tensors.empty(), schema_, ": execute() needs at least one tensor input to run on");
-  const c10::Device device = tensors.front().device();
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    TORCH_CHECK_VALUE(tensors[i].device() == device, schema_, ": tensor input ", i, " is on ", tensors[i].device(),
-                      ", expected every tensor input on ", device);
-  }
-  TORCH_CHECK_VALUE(device.is_privateuseone(), schema_, ": expected simhpu tensors, got a tensor on ", device);
-  const c10::DeviceGuard guard(device);
+  const c10::DeviceGuard guard(common_simhpu_device(schema_.c_str(), {&tensors}));
   std::vector<at::Tensor> outputs;
   for (const auto& meta : output_meta(inputs)) {
     outputs.push_back(at::empty(meta.shape, tensors.front().options().dtype(meta.dtype)));
@@ -171,8 +202,6 @@ std::vector<at::Tensor> UserCustomOpDescriptor::execute(const std::vector<c10::I
     TORCH_CHECK(blob != nullptr || size == 0, schema_, ": its FillParamsFn returned no data but a size of ", size);
     params.assign(static_cast<const char*>(blob.get()), size);
   }
-  const std::string mismatch = build_mismatch(built_, "custom op '" + schema_ + "'");
-  TORCH_CHECK(mismatch.empty(), mismatch);
   launch_user_kernel(schema_.c_str(), kernel_, tensors, outputs, std::move(params));
   return outputs;
 }
@@ -180,16 +209,7 @@ std::vector<at::Tensor> UserCustomOpDescriptor::execute(const std::vector<c10::I
 void launch_user_kernel(const char* op, const std::string& kernel, const std::vector<at::Tensor>& inputs,
                         const std::vector<at::Tensor>& outputs, std::string params) {
   const KernelDef& def = find_kernel(kernel.c_str(), op);
-  TORCH_CHECK_VALUE(!inputs.empty(), op, ": a user kernel launch needs at least one tensor input");
-  const c10::Device device = inputs.front().device();
-  TORCH_CHECK_VALUE(device.is_privateuseone(), op, ": expected simhpu tensors, got a tensor on ", device);
-  for (const auto* list : {&inputs, &outputs}) {
-    for (const auto& t : *list) {
-      TORCH_CHECK_VALUE(t.device() == device, op, ": a tensor on ", t.device(), ", expected every tensor on ",
-                        device);
-    }
-  }
-  const c10::DeviceGuard guard(device);
+  const c10::DeviceGuard guard(common_simhpu_device(op, {&inputs, &outputs}));
   launch(def, op, at::TensorList(inputs), written(at::TensorList(outputs)), c10::string_view(params));
 }
 

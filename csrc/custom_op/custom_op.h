@@ -58,7 +58,7 @@ using FillParamsFn = std::function<std::shared_ptr<void>(const Stack&, size_t&)>
 class UserCustomOpDescriptor {
  public:
   UserCustomOpDescriptor(std::string schema, std::string kernel, OutputMetaFn output_meta,
-                         FillParamsFn fill_params, BuildInfo built);
+                         FillParamsFn fill_params);
 
   // Runs the operator on the device: shapes the outputs, allocates them on the
   // first tensor input's device, fills the parameters and queues the kernel.
@@ -81,12 +81,14 @@ class UserCustomOpDescriptor {
   std::string kernel_;
   OutputMetaFn output_meta_fn_;
   FillParamsFn fill_params_fn_;
-  BuildInfo built_;
 };
 
 // Registers `schema` ("namespace::name", defined with TORCH_LIBRARY) to run
 // device kernel `kernel`, and its Meta kernel from `output_meta_fn`. Called
 // while a library loads; `built` is what that library was compiled against.
+// Never throws: a registration with a problem (a malformed name, no
+// OutputMetaFn, a name registered twice, another release) is refused, and
+// getUserCustomOpDescriptor raises why.
 void registerUserCustomOp(const std::string& schema, const std::string& kernel, OutputMetaFn output_meta_fn,
                           FillParamsFn fill_params_fn = nullptr, const BuildInfo& built = SIMHPU_THIS_BUILD);
 

@@ -45,11 +45,12 @@ KernelRegistrar::KernelRegistrar(const char* name, KernelFn run, const BuildInfo
 const KernelDef& find_kernel(const char* name, const char* op) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  const std::string who = op ? std::string(op) + ": " : std::string("simhpu: ");
+  // (TORCH_CHECK builds its message only when the check fails.)
+  const char* who = op ? op : "simhpu";
   auto refused = r.refused.find(name);
-  TORCH_CHECK(refused == r.refused.end(), who, refused->second);
+  TORCH_CHECK(refused == r.refused.end(), who, ": ", refused->second);
   auto it = r.kernels.find(name);
-  TORCH_CHECK(it != r.kernels.end(), who, "no device kernel named '", name,
+  TORCH_CHECK(it != r.kernels.end(), who, ": no device kernel named '", name,
               "' is registered; a kernel registers with SIMHPU_KERNEL(", name,
               ") in the library that defines it (csrc/kernels/ in this project; an operator package's "
               "library must be loaded first)");

@@ -54,12 +54,40 @@ at::Tensor old_release_op(const at::Tensor& x) {
   return x;
 }
 
-TORCH_LIBRARY(sdk_test, m) { m.def("old_release_op(Tensor x) -> Tensor"); }
-TORCH_LIBRARY_IMPL(sdk_test, PrivateUse1, m) { m.impl("old_release_op", &old_release_op); }
+namespace custom_op = simhpu::custom_op;
+
+custom_op::PartialOutputMetaDataVector same_as_input(const custom_op::Stack& inputs) {
+  const at::Tensor x = inputs[0].toTensor();
+  return {{x.scalar_type(), x.sizes().vec()}};
+}
+
+// Registrations with problems, made while the library loads: each must be kept
+// as refused (an exception here would end the process), then raised on use.
+const bool registered = [] {
+  custom_op::registerUserCustomOp("no_namespace", "old_release_kernel", same_as_input);
+  custom_op::registerUserCustomOp("sdk_test::no_meta", "old_release_kernel", nullptr);
+  custom_op::registerUserCustomOp("sdk_test::twice", "old_release_kernel", same_as_input);
+  custom_op::registerUserCustomOp("sdk_test::twice", "old_release_kernel", same_as_input);
+  custom_op::registerUserCustomOp("sdk_test::old_custom", "old_release_kernel", same_as_input);
+  return true;
+}();
+
+at::Tensor run_custom(c10::string_view name, const at::Tensor& x) {
+  return custom_op::UserCustomOpDescriptor::getUserCustomOpDescriptor(std::string(name)).execute({x})[0];
+}
+
+TORCH_LIBRARY(sdk_test, m) {
+  m.def("old_release_op(Tensor x) -> Tensor");
+  m.def("run_custom(str name, Tensor x) -> Tensor");
+}
+TORCH_LIBRARY_IMPL(sdk_test, PrivateUse1, m) {
+  m.impl("old_release_op", &old_release_op);
+  m.impl("run_custom", &run_custom);
+}
 """
 
 
-def test_a_package_built_against_another_release_is_refused_naming_it(tmp_path):
+def test_what_a_package_registers_wrongly_is_refused_on_use_naming_it(tmp_path):
     # The package is compiled against a copy of the SDK whose version.h says 0.0.1.
     include = tmp_path / "include"
     shutil.copytree(cpp_extension.include_paths()[0], include)
@@ -76,6 +104,15 @@ def test_a_package_built_against_another_release_is_refused_naming_it(tmp_path):
                                            r"torch_simhpu 0\.0\.1 with torch 2\.13, but this process runs "
                                            r"torch_simhpu " + re.escape(_version())):
         torch.ops.sdk_test.old_release_op(x)
+    refusals = {
+        "sdk_test::old_custom": r"custom op 'sdk_test::old_custom' was built against torch_simhpu 0\.0\.1",
+        "no_namespace": r"expected the operator as 'namespace::name'",
+        "sdk_test::no_meta": r"an OutputMetaFn is required",
+        "sdk_test::twice": r"'sdk_test::twice' is registered twice",
+    }
+    for name, why in refusals.items():
+        with pytest.raises(RuntimeError, match=re.escape(name) + ": .*" + why):
+            torch.ops.sdk_test.run_custom(name, x)
     torch.testing.assert_close((x + 1).cpu(), torch.full((2,), 2.0))
 
 

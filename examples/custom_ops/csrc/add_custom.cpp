@@ -7,6 +7,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
@@ -42,6 +43,13 @@ at::Tensor add_custom_meta(const at::Tensor& self, const at::Tensor& other) {
   return at::empty(at::infer_size(self.sizes(), other.sizes()), self.options());
 }
 
+// The operator as the dispatcher has it (below autograd, or from Python).
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&)>& add_custom_op() {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("custom_ops::add_custom", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op;
+}
+
 // d(self + other) = grad, reduced to each input's shape where it was broadcast.
 class AddCustomFunction : public torch::autograd::Function<AddCustomFunction> {
  public:
@@ -49,9 +57,7 @@ class AddCustomFunction : public torch::autograd::Function<AddCustomFunction> {
     ctx->saved_data["self_sizes"] = self.sizes().vec();
     ctx->saved_data["other_sizes"] = other.sizes().vec();
     at::AutoDispatchBelowADInplaceOrView below;
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("custom_ops::add_custom", "")
-                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    return op.call(self, other);
+    return add_custom_op().call(self, other);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -62,7 +68,13 @@ class AddCustomFunction : public torch::autograd::Function<AddCustomFunction> {
   }
 };
 
+// A call that records no graph goes straight to the device kernel: building
+// the Function's context would cost more than the launch itself.
 at::Tensor add_custom_autograd(const at::Tensor& self, const at::Tensor& other) {
+  if (!torch::autograd::compute_requires_grad(self, other)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return add_custom_op().call(self, other);
+  }
   return AddCustomFunction::apply(self, other);
 }
 
@@ -86,8 +98,6 @@ TORCH_LIBRARY_IMPL(custom_ops, Meta, m) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_custom", [](const at::Tensor& self, const at::Tensor& other) {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("custom_ops::add_custom", "")
-                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    return op.call(self, other);
+    return custom_ops::add_custom_op().call(self, other);
   }, pybind11::arg("self"), pybind11::arg("other"), "self + other on the simhpu device (custom_ops::add_custom).");
 }
