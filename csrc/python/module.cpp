@@ -2,6 +2,8 @@
 #include "aten/exec_cmd.h"
 #include "aten/op_routes.h"
 #include "custom_op/custom_op.h"
+#include "python/compiled_kernel.h"
+#include "python/graphs.h"
 #include "python/launch_site.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
@@ -16,8 +18,6 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
-#include <mutex>
-#include <set>
 
 namespace simhpu {
 
@@ -63,14 +63,7 @@ double _time_empty_launches(int64_t count) {
 // the operator's name must outlive it: names are kept for the process.
 void _launch_user_kernel(const std::string& op, const std::string& kernel, const std::vector<at::Tensor>& inputs,
                          const std::vector<at::Tensor>& outputs, const pybind11::bytes& params) {
-  static std::mutex mu;
-  static std::set<std::string> names;
-  const char* name = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    name = names.insert(op).first->c_str();
-  }
-  custom_op::launch_user_kernel(name, kernel, inputs, outputs, std::string(params));
+  custom_op::launch_user_kernel(intern_name(op), kernel, inputs, outputs, std::string(params));
 }
 
 // A device index from Python, checked before it is narrowed to c10::DeviceIndex.
@@ -144,5 +137,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_time_empty_launches", &simhpu::_time_empty_launches);
   m.def("_launch_user_kernel", &simhpu::_launch_user_kernel);
 
+  simhpu::bind_graphs(m);
+  simhpu::bind_compiled_kernels(m);
   simhpu::register_generated_ops(m);
 }

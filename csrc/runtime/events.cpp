@@ -1,5 +1,6 @@
 #include "runtime/events.h"
 
+#include "runtime/capture.h"
 #include "runtime/launch_record.h"
 #include "runtime/streams.h"
 
@@ -57,6 +58,7 @@ void synchronize_event(void* event) {
   if (e == nullptr) {
     return;
   }
+  before_host_wait(-1, "Event.synchronize");
   uint64_t version;
   {
     std::lock_guard<std::mutex> lock(e->mu);

@@ -5,6 +5,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 
 namespace simhpu {
 namespace {
@@ -32,6 +34,13 @@ FailureMessage undefined_input(const LaunchRecord& record) {
 }
 
 } // namespace
+
+const char* intern_name(const std::string& name) {
+  static std::mutex mu;
+  static auto* names = new std::set<std::string>();  // never destroyed: workers may read names at exit
+  std::lock_guard<std::mutex> lock(mu);
+  return names->insert(name).first->c_str();
+}
 
 // "simhpu kernel 'K' launched by OP at FILE:LINE", for messages about a record.
 std::string describe_kernel(const LaunchRecord& record) {
@@ -92,6 +101,7 @@ void LaunchRecord::clear() {
   event.reset();
   event_version = 0;
   payload = nullptr;
+  payload_owner.reset();
   written_storages = 0;
   site = LaunchSite();
   queued_ns = -1;

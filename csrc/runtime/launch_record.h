@@ -9,6 +9,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -45,6 +46,7 @@ struct alignas(64) LaunchRecord {
   c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent
   uint64_t event_version = 0;
   const void* payload = nullptr;  // for run_record kernels: what to run (read-only, outlives the record)
+  std::shared_ptr<const void> payload_owner;  // keeps a payload alive that would not otherwise outlive the record
   // Bit i: the kernel writes keep_alive[i] (from the 64th on, all are assumed
   // written). None set: the launch did not say, so it may write all it holds.
   uint64_t written_storages = 0;
@@ -63,8 +65,12 @@ struct alignas(64) LaunchRecord {
   // Back to an empty kernel record, keeping the vectors' capacity.
   void clear();
   // True while the slot keeps storages or an event alive.
-  bool holds_references() const { return !keep_alive.empty() || event; }
+  bool holds_references() const { return !keep_alive.empty() || event || payload_owner; }
 };
+
+// `name` as a string that lives for the whole process, as records and traces
+// need (kernel and operator names are few; each is kept once).
+const char* intern_name(const std::string& name);
 
 // "simhpu kernel 'K' launched by OP at FILE:LINE", for messages about a record.
 std::string describe_kernel(const LaunchRecord& record);

@@ -1,5 +1,6 @@
 #include "runtime/streams.h"
 
+#include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/fork_guard.h"
 #include "runtime/launch_queue.h"
@@ -98,6 +99,22 @@ c10::Stream pooled_stream(c10::DeviceIndex device) {
 
 LaunchSlot::LaunchSlot(const c10::Stream& stream) {
   check_not_forked();
+  record_ = captured_record_for(stream);
+  captured_ = record_ != nullptr;
+  if (captured_) {
+    return;
+  }
+  if (launch_blocking()) {
+    thread_local LaunchRecord inline_record;
+    record_ = &inline_record;
+  } else {
+    queue_ = &queue_of(stream);
+    record_ = &queue_->claim();
+  }
+}
+
+LaunchSlot::LaunchSlot(const c10::Stream& stream, BypassCapture) {
+  check_not_forked();
   if (launch_blocking()) {
     thread_local LaunchRecord inline_record;
     record_ = &inline_record;
@@ -109,6 +126,9 @@ LaunchSlot::LaunchSlot(const c10::Stream& stream) {
 
 void LaunchSlot::commit() {
   committed_ = true;
+  if (captured_) {
+    return;
+  }
   if (tracing()) {
     record_->queued_ns = trace_clock_ns();
   }
@@ -125,7 +145,9 @@ LaunchSlot::~LaunchSlot() {
   if (committed_) {
     return;
   }
-  if (queue_ != nullptr) {
+  if (captured_) {
+    drop_captured_record();
+  } else if (queue_ != nullptr) {
     queue_->abandon(*record_);
   } else {
     record_->clear();
@@ -136,6 +158,9 @@ void drain_launches(c10::DeviceIndex device) {
   if (on_launch_worker()) {
     return;  // a kernel allocating: its own queue cannot drain under it
   }
+  if (!capturing_graph()) {
+    before_host_wait(device, "drain");  // a cluster launches what it holds, which may free memory
+  }
   for (auto& q : streams_of(device).queues) {
     if (LaunchQueue* queue = q.load()) {
       queue->drain();
@@ -145,16 +170,21 @@ void drain_launches(c10::DeviceIndex device) {
 
 void synchronize_stream(const c10::Stream& stream) {
   check_not_forked();
+  before_host_wait(stream.device_index(), "synchronizing");
   queue_of(stream).synchronize();
 }
 
 bool query_stream(const c10::Stream& stream) {
+  if (!capturing_graph()) {
+    before_host_wait(stream.device_index(), "query");
+  }
   return queue_of(stream).idle();
 }
 
 void synchronize_device(c10::DeviceIndex device) {
   check_device_index(device, "synchronize");
   check_not_forked();
+  before_host_wait(device, "synchronizing");
   auto& streams = streams_of(device);
   for (auto& q : streams.queues) {
     if (LaunchQueue* queue = q.load()) {

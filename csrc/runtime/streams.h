@@ -29,9 +29,15 @@ c10::Stream pooled_stream(c10::DeviceIndex device);
 // once and raises its failure). Producers on one stream take turns, so keep the
 // time between claiming and committing short. Dropped uncommitted (an exception
 // while filling), the slot is cleared and nothing runs.
+//
+// While this thread captures the stream (a graph, or a compiled graph's
+// cluster: runtime/capture.h) the slot is a record of the capture instead.
 class LaunchSlot {
  public:
   explicit LaunchSlot(const c10::Stream& stream);
+  // Straight to the stream's queue, even while it is being captured (how a capture itself is launched).
+  enum BypassCapture { kBypassCapture };
+  LaunchSlot(const c10::Stream& stream, BypassCapture);
   explicit LaunchSlot(c10::DeviceIndex device) : LaunchSlot(current_stream(device)) {}
   ~LaunchSlot();
   LaunchSlot(const LaunchSlot&) = delete;
@@ -41,8 +47,9 @@ class LaunchSlot {
   void commit();
 
  private:
-  LaunchQueue* queue_ = nullptr;  // null in blocking mode
+  LaunchQueue* queue_ = nullptr;  // null in blocking mode and while captured
   LaunchRecord* record_ = nullptr;
+  bool captured_ = false;
   bool committed_ = false;
 };
 

@@ -1,0 +1,175 @@
+#include "runtime/capture.h"
+
+#include "runtime/device.h"
+#include "runtime/launch_site.h"
+#include "runtime/streams.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <optional>
+#include <string>
+
+namespace simhpu {
+namespace {
+
+struct ThreadCapture {
+  CaptureKind kind;
+  c10::Stream stream;
+  std::shared_ptr<LaunchSequence> sequence;
+  std::string invalidated;  // a graph capture that saw something it cannot capture
+};
+
+// At most one capture per thread; a nested graph or cluster joins it.
+thread_local std::optional<ThreadCapture> tls_capture;
+
+std::atomic<uint64_t> clusters_launched{0};
+
+std::string describe(const c10::Stream& stream) {
+  return "stream " + std::to_string(stream.id()) + " of simhpu:" + std::to_string(stream.device_index());
+}
+
+// Runs a sequence's records in order. Each failure marks what its kernel
+// writes undefined (run_record), so later records that read it are skipped and
+// independent ones still run, as they would have from the queue; the first
+// failure is the sequence's.
+void run_sequence(LaunchRecord& record) {
+  auto* sequence = static_cast<LaunchSequence*>(const_cast<void*>(record.payload));
+  std::optional<std::string> first_failure;
+  for (LaunchRecord& captured : sequence->records) {
+    std::optional<std::string> failure = run_record(captured);
+    if (failure && !first_failure) {
+      first_failure = std::move(failure);
+    }
+  }
+  if (first_failure) {
+    throw std::runtime_error(*first_failure);
+  }
+}
+
+const KernelDef kGraphReplay{"graph_replay", nullptr, &run_sequence};
+const KernelDef kCluster{"cluster", nullptr, &run_sequence};
+
+// Launches what the current cluster collected, and starts it afresh.
+void flush_cluster(ThreadCapture& capture) {
+  if (capture.sequence->records.empty()) {
+    return;
+  }
+  std::shared_ptr<LaunchSequence> collected = std::move(capture.sequence);
+  capture.sequence = std::make_shared<LaunchSequence>();
+  launch_sequence(capture.stream, std::move(collected), CaptureKind::Cluster);
+  clusters_launched.fetch_add(1, std::memory_order_relaxed);
+}
+
+} // namespace
+
+size_t LaunchSequence::kernel_count() const {
+  size_t n = 0;
+  for (const LaunchRecord& r : records) {
+    n += r.kind == LaunchRecord::Kind::Kernel ? 1 : 0;
+  }
+  return n;
+}
+
+LaunchRecord* captured_record_for(const c10::Stream& stream) {
+  if (!tls_capture) {
+    return nullptr;
+  }
+  ThreadCapture& capture = *tls_capture;
+  if (stream == capture.stream) {
+    return &capture.sequence->records.emplace_back();
+  }
+  if (capture.kind == CaptureKind::Graph) {
+    std::string problem = "a launch on " + describe(stream) + " while " + describe(capture.stream) +
+                          " is being captured into a torch.simhpu.Graph: only work on the capturing stream can be "
+                          "captured (launch it on that stream, or outside the capture)";
+    capture.invalidated = problem;
+    TORCH_CHECK(false, "simhpu: ", problem);
+  }
+  // A cluster launches what it holds first, so work on the other stream
+  // cannot overtake it (it may wait for an event the cluster records).
+  flush_cluster(capture);
+  return nullptr;
+}
+
+void drop_captured_record() {
+  tls_capture->sequence->records.pop_back();
+}
+
+void before_host_wait(c10::DeviceIndex device, const char* what) {
+  if (!tls_capture) {
+    return;
+  }
+  ThreadCapture& capture = *tls_capture;
+  if (capture.kind == CaptureKind::Cluster) {
+    flush_cluster(capture);
+    return;
+  }
+  if (device >= 0 && device != capture.stream.device_index()) {
+    return;
+  }
+  std::string problem = std::string(what) + " while " + describe(capture.stream) +
+                        " is being captured into a torch.simhpu.Graph: captured work has not run, so the host "
+                        "cannot wait for it. Keep .item(), .cpu(), printing tensors and operators whose output "
+                        "size depends on the data (nonzero, unique, masked_select) out of the captured region";
+  capture.invalidated = problem;
+  TORCH_CHECK(false, "simhpu: ", problem);
+}
+
+void launch_sequence(const c10::Stream& stream, std::shared_ptr<const LaunchSequence> sequence, CaptureKind kind) {
+  const bool cluster = kind == CaptureKind::Cluster;
+  const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
+  // A cluster being flushed goes to the queue; a replay joins any capture.
+  LaunchSlot slot = cluster ? LaunchSlot(stream, LaunchSlot::kBypassCapture) : LaunchSlot(stream);
+  LaunchRecord& record = slot.record();
+  record.kernel = cluster ? &kCluster : &kGraphReplay;
+  record.op_name = cluster ? "compiled graph" : "Graph.replay";
+  record.site = site;
+  record.payload = sequence.get();
+  record.payload_owner = std::move(sequence);
+  slot.commit();
+}
+
+void begin_graph_capture() {
+  const c10::Stream stream = current_stream(current_device());
+  TORCH_CHECK(!tls_capture || tls_capture->kind != CaptureKind::Graph,
+              "simhpu: Graph.capture_begin: this thread is already capturing ", describe(tls_capture->stream),
+              " into a graph; end that capture first");
+  TORCH_CHECK(!tls_capture, "simhpu: Graph.capture_begin: cannot begin a graph capture inside a compiled graph's call");
+  tls_capture = ThreadCapture{CaptureKind::Graph, stream, std::make_shared<LaunchSequence>(), {}};
+}
+
+std::shared_ptr<const LaunchSequence> end_graph_capture() {
+  TORCH_CHECK(tls_capture && tls_capture->kind == CaptureKind::Graph,
+              "simhpu: Graph.capture_end: this thread is not capturing a graph (call capture_begin first)");
+  ThreadCapture capture = std::move(*tls_capture);
+  tls_capture.reset();
+  TORCH_CHECK(capture.invalidated.empty(), "simhpu: Graph.capture_end: the capture failed: ", capture.invalidated);
+  return capture.sequence;
+}
+
+bool capturing_graph() {
+  return tls_capture && tls_capture->kind == CaptureKind::Graph;
+}
+
+bool begin_cluster(c10::DeviceIndex device) {
+  if (tls_capture || launch_blocking()) {
+    return false;  // joins the enclosing capture; in blocking mode every launch runs at once
+  }
+  check_device_index(device, "compiled graph");
+  tls_capture = ThreadCapture{CaptureKind::Cluster, current_stream(device), std::make_shared<LaunchSequence>(), {}};
+  return true;
+}
+
+void end_cluster() {
+  TORCH_CHECK(tls_capture && tls_capture->kind == CaptureKind::Cluster, "simhpu: end_cluster without begin_cluster");
+  ThreadCapture capture = std::move(*tls_capture);
+  tls_capture.reset();
+  flush_cluster(capture);
+}
+
+uint64_t cluster_launch_count() {
+  return clusters_launched.load(std::memory_order_relaxed);
+}
+
+} // namespace simhpu

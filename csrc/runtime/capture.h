@@ -1,0 +1,67 @@
+#pragma once
+// Launches collected instead of queued. While a thread captures a stream, the
+// records it launches on that stream are appended to a LaunchSequence; the
+// sequence later runs on the stream's worker as ONE queued record.
+//
+// Two kinds of capture share this:
+// - a graph (torch.simhpu.Graph): the sequence is kept and replayed any number
+//   of times; the host may not wait for the stream while capturing, since the
+//   captured work has not run;
+// - a cluster (each call of a torch.compile'd graph): the sequence is launched
+//   when the call ends; a host wait in between first launches what was
+//   collected so far, so the cluster splits there and nothing deadlocks.
+//
+// Captures belong to the thread that began them (CUDA's "thread-local" capture
+// mode): other threads' launches are queued as usual.
+#include "runtime/launch_record.h"
+
+#include <c10/core/Stream.h>
+
+#include <deque>
+#include <memory>
+
+namespace simhpu {
+
+// Records in launch order. A deque, so a record being filled stays where it is
+// while others are appended. Holding the records holds the storages they keep
+// alive: memory a captured kernel touches is not reused while the sequence lives.
+struct LaunchSequence {
+  std::deque<LaunchRecord> records;
+  size_t kernel_count() const;
+};
+
+enum class CaptureKind { Graph, Cluster };
+
+// The record the current thread should fill for a launch on `stream` while it
+// captures that stream, or null (launch to the queue as usual). Raises when a
+// graph capture sees a launch on another stream of the same device.
+LaunchRecord* captured_record_for(const c10::Stream& stream);
+// Drops the last record handed out by captured_record_for (its launch failed while filling it).
+void drop_captured_record();
+
+// Called before the host waits for `stream` (device -1: any stream): a cluster
+// being collected on this thread is launched first; a graph capture raises.
+void before_host_wait(c10::DeviceIndex device, const char* what);
+
+// Launches `sequence` on `stream` as one record that runs its records in order
+// ("graph_replay" or "cluster" in traces and messages). A replay made while
+// this thread captures the stream is itself captured (it runs nested).
+void launch_sequence(const c10::Stream& stream, std::shared_ptr<const LaunchSequence> sequence, CaptureKind kind);
+
+// Capturing a graph: begin on the current stream of the current device, end returns the sequence.
+void begin_graph_capture();
+std::shared_ptr<const LaunchSequence> end_graph_capture();
+bool capturing_graph();
+
+// One call of a compiled graph on `device`: launches on its current stream
+// between begin and end go to the queue as one record (none: nothing is
+// launched). Returns false, and collects nothing, inside a graph capture or
+// another cluster (the launches join those) and in SIMHPU_LAUNCH_BLOCKING=1
+// mode; end_cluster is only called after a begin_cluster that returned true.
+bool begin_cluster(c10::DeviceIndex device);
+void end_cluster();
+
+// Records queued as clusters so far in this process (tests and benchmarks).
+uint64_t cluster_launch_count();
+
+} // namespace simhpu

@@ -1,0 +1,25 @@
+"""One launch per call of a compiled graph.
+
+Everything a call launches on the device's current stream is collected and
+queued as one launch record (runtime/capture.h); the stream's worker runs the
+whole cluster as a unit. A host wait inside the call (a data-dependent
+operator) launches what was collected so far, so the call still completes.
+"""
+from __future__ import annotations
+
+import functools
+
+from torch_simhpu import _C
+
+
+def clustered(call, device_index: int):
+    @functools.wraps(call)
+    def run_as_cluster(args):
+        if not _C._begin_cluster(device_index):
+            return call(args)  # inside a graph capture or another cluster: joins it
+        try:
+            return call(args)
+        finally:
+            _C._end_cluster()
+
+    return run_as_cluster

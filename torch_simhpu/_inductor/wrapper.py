@@ -1,0 +1,68 @@
+"""The host side of a compiled graph on simhpu: Inductor's Python wrapper, with
+its C++ kernels compiled into device launchers and each call run as a cluster."""
+from __future__ import annotations
+
+from torch._inductor import config as inductor_config
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.virtualized import V
+
+from torch_simhpu._inductor import config, cpp_backend
+
+_CPU_DEFINITION = "async_compile.cpp_pybinding("
+
+
+class SimHPUWrapperCodegen(PythonWrapperCodegen):
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        cpp_backend.install_scheduler_choice()  # before Inductor builds the graph's scheduler
+        if is_subgraph:
+            # Subgraphs (control flow, invoke_subgraph) are emitted inside the
+            # parent's module, so they use the parent's definitions.
+            return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures)
+        return SimHPUWrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.splice(
+            """
+            from torch_simhpu._inductor.kernels import compile_kernel as simhpu_compile_kernel
+            from torch_simhpu._inductor.cluster import clustered as simhpu_clustered
+            from torch_simhpu._inductor.graphed import graphed as simhpu_graphed
+            """,
+            strip=True,
+        )
+
+    def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
+        # Inductor's C++ scheduling defines its kernels for the CPU's Python
+        # binding; on simhpu they become launchers on the device's stream.
+        if kernel_body.startswith(_CPU_DEFINITION):
+            kernel_body = (f"simhpu_compile_kernel(async_compile, {kernel_name!r}, "
+                           + kernel_body[len(_CPU_DEFINITION):])
+        super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+        device = device or V.graph.get_current_device_or_throw()
+        if device.type == "simhpu" and not triton:
+            # A launcher from simhpu_compile_kernel: calling it queues the kernel.
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            return
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+    def generate_end(self, result) -> None:
+        super().generate_end(result)
+        device = _simhpu_device_index()
+        if device is None:
+            return
+        if inductor_config.triton.cudagraphs:  # mode="reduce-overhead"
+            mutated = tuple(i for i, name in enumerate(V.graph.graph_input_names) if name in V.graph.mutated_inputs)
+            result.writeline(f"call = simhpu_graphed(call, {device}, mutated_inputs={mutated!r})")
+        elif config.cluster:
+            result.writeline(f"call = simhpu_clustered(call, {device})")
+
+
+def _simhpu_device_index() -> int | None:
+    """The simhpu device the graph runs on (its first, if several)."""
+    indices = sorted(i for i in V.graph.device_idxs if i is not None)
+    if "simhpu" not in V.graph.device_types:
+        return None
+    return indices[0] if indices else 0
