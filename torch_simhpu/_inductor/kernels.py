@@ -52,6 +52,14 @@ def entry_source(arg_types: list[str]) -> str:
             f"    kernel({arguments});\n}}\n")
 
 
+class KernelCodeCache(CppCodeCache):
+    """Inductor's C++ code cache with the flags its CPU kernels get: they use no
+    libtorch, so none of its headers or libraries (much faster to compile)."""
+
+    cache: dict = {}
+    cpp_compile_command_flags = {"include_pytorch": False, "shared": True}
+
+
 def _launcher(kernel_name: str, kinds: str, library) -> _C._CompiledKernel:
     entry = ctypes.cast(getattr(library, ENTRY), ctypes.c_void_p).value
     return _C._CompiledKernel(kernel_name, entry, kinds)
@@ -62,6 +70,6 @@ def compile_kernel(async_compile, kernel_name: str, arg_types: list[str], source
     kinds = argument_kinds(kernel_name, arg_types)
     source = source + entry_source(arg_types)
     if get_compile_threads() <= 1:
-        return _launcher(kernel_name, kinds, CppCodeCache.load(source))
-    get_library = CppCodeCache.load_async(source, submit_fn=async_compile.submit)
+        return _launcher(kernel_name, kinds, KernelCodeCache.load(source))
+    get_library = KernelCodeCache.load_async(source, submit_fn=async_compile.submit)
     return LambdaFuture(lambda: _launcher(kernel_name, kinds, get_library()))

@@ -35,7 +35,8 @@ class SimHPUWrapperCodegen(PythonWrapperCodegen):
     def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
         # Inductor's C++ scheduling defines its kernels for the CPU's Python
         # binding; on simhpu they become launchers on the device's stream.
-        if kernel_body.startswith(_CPU_DEFINITION):
+        device = V.graph.scheduler.current_device
+        if device is not None and device.type == "simhpu" and kernel_body.startswith(_CPU_DEFINITION):
             kernel_body = (f"simhpu_compile_kernel(async_compile, {kernel_name!r}, "
                            + kernel_body[len(_CPU_DEFINITION):])
         super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
