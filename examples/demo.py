@@ -22,7 +22,7 @@ out.square().sum().backward()
 print(f"npu_rms_norm: out {tuple(out.shape)}, rstd {tuple(rstd.shape)}, x.grad on {xg.grad.device}")
 
 
-@torch.compile(fullgraph=True, backend="aot_eager")
+@torch.compile(fullgraph=True)  # Inductor; each call is one launch on the stream
 def block(a, w):
     h, _ = torch_simhpu.npu_rms_norm(a, w)
     return torch_simhpu.npu_swish(h, beta=1.5)
@@ -31,6 +31,16 @@ def block(a, w):
 compiled = block(x, gamma.detach())
 torch.testing.assert_close(compiled.cpu(), torch_simhpu.npu_swish(torch_simhpu.npu_rms_norm(x, gamma.detach())[0], beta=1.5).cpu())
 print("torch.compile(fullgraph=True) of two npu ops matches eager")
+
+# Capture once, replay with one queue operation.
+graph = torch.simhpu.Graph()
+static_in = x.detach().clone()
+with torch.simhpu.graph(graph):
+    static_out = (static_in.sin() * 2).relu()
+static_in.copy_(x.detach() * 3)
+graph.replay()
+torch.testing.assert_close(static_out.cpu(), ((x.detach() * 3).sin() * 2).relu().cpu())
+print(f"torch.simhpu.Graph: {graph.kernel_count} captured kernels replayed as one launch")
 
 # Operators with no kernel of the device's own run ATen's CPU kernel as a device
 # kernel, asynchronously; op_routes tells which way each one went.

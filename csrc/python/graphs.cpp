@@ -2,6 +2,8 @@
 // torch_simhpu/graphs.py and torch_simhpu/_inductor build on these.
 #include "python/graphs.h"
 
+#include "python/launch_site.h"
+
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/kernel_registry.h"
@@ -68,6 +70,7 @@ void bind_graphs(py::module_& m) {
   m.def("_end_cluster", &end_cluster);
   m.def("_cluster_launch_count", &cluster_launch_count);
   m.def("_launch_empty_kernels", &launch_empty_kernels);
+  m.def("_map_compiled_sources", &map_compiled_sources);
 }
 
 } // namespace simhpu

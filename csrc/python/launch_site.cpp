@@ -2,12 +2,14 @@
 // kernel, and the GIL hand-off while a thread waits for the device.
 #include "python/launch_site.h"
 
+#include "runtime/launch_record.h"
 #include "runtime/launch_site.h"
 
 #include <Python.h>
 #include <frameobject.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -104,15 +106,45 @@ LaunchSite read_site() {
   return site;
 }
 
-const char* file_of(const LaunchSite& site) {
-  std::lock_guard<std::mutex> lock(codes_mu);
-  return codes().at(site.code)->file.c_str();
+// Compiled graphs' wrapper files: wrapper line -> the user's line it stands
+// for (map_compiled_sources). Entries are never removed; names are interned.
+using SourceLines = std::unordered_map<int, std::pair<const char*, int>>;
+std::unordered_map<std::string, SourceLines>& compiled_sources() {
+  static auto* sources = new std::unordered_map<std::string, SourceLines>();
+  return *sources;
 }
 
 // The line table is immutable and the code object lives for good, so this
 // needs no GIL (the worker threads format failure messages with it).
-int line_of(const LaunchSite& site) {
+int raw_line_of(const LaunchSite& site) {
   return PyCode_Addr2Line(const_cast<PyCodeObject*>(static_cast<const PyCodeObject*>(site.code)), site.instruction);
+}
+
+// The user's line a compiled graph's launch stands for, if the site is in one (under codes_mu).
+const std::pair<const char*, int>* compiled_source_locked(const LaunchSite& site) {
+  const std::string& file = codes().at(site.code)->file;
+  auto sources = compiled_sources().find(file);
+  if (sources == compiled_sources().end()) {
+    return nullptr;
+  }
+  auto line = sources->second.find(raw_line_of(site));
+  return line == sources->second.end() ? nullptr : &line->second;
+}
+
+const char* file_of(const LaunchSite& site) {
+  std::lock_guard<std::mutex> lock(codes_mu);
+  if (const auto* source = compiled_source_locked(site)) {
+    return source->first;
+  }
+  return codes().at(site.code)->file.c_str();
+}
+
+int line_of(const LaunchSite& site) {
+  std::lock_guard<std::mutex> lock(codes_mu);
+  if (const auto* source = compiled_source_locked(site)) {
+    return source->second;
+  }
+  return raw_line_of(site);
 }
 
 LaunchSite capture_site() {
@@ -142,6 +174,14 @@ void restore_gil(void* state) {
 }
 
 } // namespace
+
+void map_compiled_sources(const std::string& wrapper_file, const std::map<int, std::pair<std::string, int>>& lines) {
+  std::lock_guard<std::mutex> lock(codes_mu);
+  SourceLines& mapped = compiled_sources()[wrapper_file];
+  for (const auto& [line, source] : lines) {
+    mapped[line] = {intern_name(source.first), source.second};
+  }
+}
 
 void install_python_launch_sites() {
   install_launch_site_hooks({&capture_site, &file_of, &line_of, &release_gil, &restore_gil});

@@ -187,16 +187,40 @@ def test_a_host_wait_inside_the_call_splits_the_cluster():
     assert kernels.count("cluster") >= 1
 
 
-def test_kernel_error_inside_a_cluster_names_kernel_and_leaves_device_usable():
+def test_kernel_error_inside_a_cluster_names_kernel_and_user_line_and_leaves_device_usable():
     table = torch.randn(10, 4, device="simhpu")
-    compiled = torch.compile(lambda idx: (table[idx] * 2).sum(1))
+
+    def lookup(idx):
+        return (table[idx] * 2).sum(1)
+
+    compiled = torch.compile(lookup)
     ok = compiled(torch.tensor([1, 2], device="simhpu"))
     torch.testing.assert_close(ok.cpu(), (table.cpu()[[1, 2]] * 2).sum(1))
     bad = compiled(torch.tensor([1, 50], device="simhpu"))
-    with pytest.raises(RuntimeError, match=r"simhpu kernel 'cluster'.*simhpu kernel 'cpp_fused_\w+'.*out of bounds"):
+    with pytest.raises(RuntimeError, match=r"simhpu kernel 'cluster'.*simhpu kernel 'cpp_fused_\w+'.*out of bounds") as err:
         torch.simhpu.synchronize()
+    # The failing kernel is reported at the user's line it was compiled from, not the generated wrapper's.
+    assert f"{__file__}:{lookup.__code__.co_firstlineno + 1} failed" in str(err.value)
     del bad
     torch.testing.assert_close(compiled(torch.tensor([3], device="simhpu")).cpu(), (table.cpu()[[3]] * 2).sum(1))
+
+
+def test_trace_reports_compiled_launches_at_the_users_line():
+    x = torch.randn(8, 8, device="simhpu")
+
+    def fn(t):
+        return (t @ t).relu()
+
+    with torch_simhpu._inductor.config.patch(cluster=False):
+        compiled = torch.compile(fn)
+        compiled(x)
+        torch.simhpu.synchronize()
+        _C._start_trace()
+        compiled(x)
+        _C._synchronize_all()
+        entries = _C._stop_trace()
+    sites = {(e[2], e[3]) for e in entries}
+    assert sites == {(__file__, fn.__code__.co_firstlineno + 1)}
 
 
 # --- capture and replay -----------------------------------------------------------

@@ -6,7 +6,7 @@ from torch._inductor import config as inductor_config
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.virtualized import V
 
-from torch_simhpu._inductor import config, cpp_backend
+from torch_simhpu._inductor import config, cpp_backend, sources
 
 _CPU_DEFINITION = "async_compile.cpp_pybinding("
 
@@ -28,6 +28,7 @@ class SimHPUWrapperCodegen(PythonWrapperCodegen):
             from torch_simhpu._inductor.kernels import compile_kernel as simhpu_compile_kernel
             from torch_simhpu._inductor.cluster import clustered as simhpu_clustered
             from torch_simhpu._inductor.graphed import graphed as simhpu_graphed
+            from torch_simhpu._inductor.sources import register as simhpu_register_sources
             """,
             strip=True,
         )
@@ -45,12 +46,33 @@ class SimHPUWrapperCodegen(PythonWrapperCodegen):
         device = device or V.graph.get_current_device_or_throw()
         if device.type == "simhpu" and not triton:
             # A launcher from simhpu_compile_kernel: calling it queues the kernel.
+            current = V.graph.scheduler.current_node
+            self._mark_source([n.node for n in current.get_nodes()] if current is not None else [])
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
 
+    def generate_extern_kernel_out(self, node) -> None:
+        self._mark_source([node])
+        super().generate_extern_kernel_out(node)
+
+    def generate_extern_kernel_alloc(self, node) -> None:
+        self._mark_source([node])
+        super().generate_extern_kernel_alloc(node)
+
+    def generate_fallback_kernel(self, node) -> None:
+        self._mark_source([node])
+        super().generate_fallback_kernel(node)
+
+    def _mark_source(self, ir_nodes) -> None:
+        """Launches on the next line are reported at this user line (sources.py)."""
+        source = sources.source_of(ir_nodes)
+        if source is not None:
+            self.writeline(sources.marker(source))
+
     def generate_end(self, result) -> None:
         super().generate_end(result)
+        result.writeline("simhpu_register_sources(__file__)")
         device = _simhpu_device_index()
         if device is None:
             return
