@@ -94,7 +94,9 @@ const at::Tensor& resize_(
     std::optional<c10::MemoryFormat> memory_format) {
   const c10::IntArrayRef size = C10_AS_INTARRAYREF_SLOW(size_sym);
   auto* impl = self.unsafeGetTensorImpl();
-  if (self.sizes() != size || !self.is_contiguous()) {
+  // As the CPU does: a tensor already of this size keeps its strides (even a
+  // non-contiguous view); only a new size makes it contiguous.
+  if (self.sizes() != size) {
     impl->set_sizes_contiguous(size);
   }
   ensure_storage_fits(self);
