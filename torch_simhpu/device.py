@@ -86,41 +86,51 @@ def _is_in_bad_fork() -> bool:
 
 
 # Random numbers: each device has its own default generator, apart from the CPU's.
+# The functions that read or set generator state run eagerly under torch.compile
+# (as torch.cuda's do): they act on the host-side generator object, not on tensors.
 def _default_generator(device=None) -> torch.Generator:
     return _C._default_generator(_index(device))
 
 
+@torch.compiler.disable
 def manual_seed(seed: int) -> None:
     """Seed the current device's generator."""
     _default_generator().manual_seed(int(seed))
 
 
 # torch.manual_seed calls this for every registered device type.
+@torch.compiler.disable
 def manual_seed_all(seed: int) -> None:
     for index in range(device_count()):
         _default_generator(index).manual_seed(int(seed))
 
 
+@torch.compiler.disable
 def seed() -> None:
     _default_generator().seed()
 
 
+@torch.compiler.disable
 def initial_seed() -> int:
     return _default_generator().initial_seed()
 
 
+@torch.compiler.disable
 def get_rng_state(device=None) -> torch.Tensor:
     return _default_generator(device).get_state()
 
 
+@torch.compiler.disable
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
     _default_generator(device).set_state(new_state)
 
 
+@torch.compiler.disable
 def get_rng_state_all() -> list:
     return [get_rng_state(i) for i in range(device_count())]
 
 
+@torch.compiler.disable
 def set_rng_state_all(new_states) -> None:
     for index, state in enumerate(new_states):
         set_rng_state(state, index)
