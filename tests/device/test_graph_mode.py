@@ -393,3 +393,49 @@ def test_tiny_gpt2_compiled_training_equals_cpu_eager():
             torch.testing.assert_close(p_dev.grad.cpu(), p_cpu.grad, atol=1e-5, rtol=1e-4, msg=name)
         cpu_opt.step(), dev_opt.step()
         cpu_opt.zero_grad(), dev_opt.zero_grad()
+
+
+# --- every npu_* operator under Inductor ----------------------------------------------
+
+def _npu_args():
+    x, y, z = torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)
+    gamma, rstd = torch.rand(8) + 0.5, torch.rand(4, 1) + 0.5
+    return {
+        "npu_add_custom": (x, torch.randn(8)),
+        "npu_scaled_add": (x, y, 2.5),
+        "npu_swish": (x, 1.5),
+        "npu_rms_norm": (x, gamma, 1e-6),
+        "npu_rms_norm_backward": (y, x, gamma, rstd),
+        "npu_sum_dims": (torch.randn(3, 4, 5), [0, 2], True),
+        "npu_mul_add": (x, y, z),
+        "npu_weighted_sum": (x, [y, z], torch.randn(8)),
+        "npu_add_rms_norm": (x, y, gamma, 1e-6),
+        "npu_softplus_beta": (x, 2.0, 10.0),
+        "npu_lerp_scalar": (x, y, 0.25),
+        "npu_broadcast_to": (torch.randn(8), [4, 8]),
+        "npu_rms_norm_scaled": (x, gamma, 0.5, 1e-6),
+        "npu_add_custom_v0": (x, y),
+    }
+
+
+def test_every_npu_op_has_compile_arguments_here():
+    assert set(_npu_args()) == set(torch_simhpu._generated.CUSTOM_OPS)
+
+
+@pytest.mark.parametrize("name", sorted(_npu_args()))
+def test_every_npu_op_compiles_with_inductor_inside_other_ops(name):
+    """Each npu_* op between two ops Inductor generates kernels for, fullgraph,
+    against the same call run eagerly on the device."""
+    op = getattr(torch_simhpu, name)
+    args = [a.to("simhpu") if isinstance(a, torch.Tensor) else
+            [t.to("simhpu") for t in a] if isinstance(a, list) and a and isinstance(a[0], torch.Tensor) else a
+            for a in _npu_args()[name]]
+
+    def block(first, *rest):
+        out = op(first * 1.5, *rest)
+        return [o.relu() for o in out] if isinstance(out, (tuple, list)) else out.relu()
+
+    expected = block(*args)
+    actual = torch.compile(block, fullgraph=True)(*args)
+    torch.testing.assert_close([t.cpu() for t in actual] if isinstance(actual, list) else actual.cpu(),
+                               [t.cpu() for t in expected] if isinstance(expected, list) else expected.cpu())
