@@ -101,20 +101,17 @@ LaunchSlot::LaunchSlot(const c10::Stream& stream) {
   check_not_forked();
   record_ = captured_record_for(stream);
   captured_ = record_ != nullptr;
-  if (captured_) {
-    return;
-  }
-  if (launch_blocking()) {
-    thread_local LaunchRecord inline_record;
-    record_ = &inline_record;
-  } else {
-    queue_ = &queue_of(stream);
-    record_ = &queue_->claim();
+  if (!captured_) {
+    claim_from_queue(stream);
   }
 }
 
 LaunchSlot::LaunchSlot(const c10::Stream& stream, BypassCapture) {
   check_not_forked();
+  claim_from_queue(stream);
+}
+
+void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
   if (launch_blocking()) {
     thread_local LaunchRecord inline_record;
     record_ = &inline_record;

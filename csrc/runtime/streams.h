@@ -47,6 +47,8 @@ class LaunchSlot {
   void commit();
 
  private:
+  void claim_from_queue(const c10::Stream& stream);
+
   LaunchQueue* queue_ = nullptr;  // null in blocking mode and while captured
   LaunchRecord* record_ = nullptr;
   bool captured_ = false;
