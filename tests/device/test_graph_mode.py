@@ -176,15 +176,19 @@ def test_training_step_is_one_launch_forward_one_backward():
 
 
 def test_a_host_wait_inside_the_call_splits_the_cluster():
-    """nonzero's output size depends on the data: the host waits for it, so
-    what the call collected before is launched first, and the result is right."""
+    """nonzero's output size depends on the data: inside the graph (dynamo told to
+    keep it there), the host waits for it, so what the call collected before is
+    launched first: two clusters, and the right result."""
     x = torch.randn(32)
     fn = lambda t: (t.relu() * 2).nonzero().float().sum() + t.cos().sum()  # noqa: E731
-    compiled = torch.compile(fn)
-    compiled(x.to("simhpu"))
-    out, kernels = launches_in(compiled, x.to("simhpu"))
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        counter = CompileCounterWithBackend("inductor")
+        compiled = torch.compile(fn, backend=counter, fullgraph=True)
+        compiled(x.to("simhpu"))
+        out, kernels = launches_in(compiled, x.to("simhpu"))
+    assert counter.frame_count == 1
     torch.testing.assert_close(out.cpu(), fn(x))
-    assert kernels.count("cluster") >= 1
+    assert kernels.count("cluster") == 2, kernels
 
 
 def test_kernel_error_inside_a_cluster_names_kernel_and_user_line_and_leaves_device_usable():
@@ -439,3 +443,18 @@ def test_every_npu_op_compiles_with_inductor_inside_other_ops(name):
     actual = torch.compile(block, fullgraph=True)(*args)
     torch.testing.assert_close([t.cpu() for t in actual] if isinstance(actual, list) else actual.cpu(),
                                [t.cpu() for t in expected] if isinstance(expected, list) else expected.cpu())
+
+
+def test_reduce_overhead_graph_that_waits_on_the_host_warns_and_still_runs():
+    x = torch.randn(16)
+
+    def fn(t):
+        return torch.cat([t.relu(), t[t > 0.5]]).sum()  # boolean mask: the host waits for the sizes
+
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True)
+        compiled(x.to("simhpu"))
+        with pytest.warns(UserWarning, match="cannot capture this compiled graph"):
+            out = compiled(x.to("simhpu"))
+        torch.testing.assert_close(out.cpu(), fn(x))
+        torch.testing.assert_close(compiled(x.to("simhpu")).cpu(), fn(x))

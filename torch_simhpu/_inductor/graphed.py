@@ -8,9 +8,13 @@ is ONE launch record: a cluster that copies the new inputs in, replays the
 graph, copies inputs the graph mutates back out and copies the outputs into
 fresh tensors. Unlike torch.cuda's static outputs, results stay valid after
 the next call. A call whose parameters are other tensors, or whose size
-arguments differ, captures again.
+arguments differ, captures again. A graph that makes the host wait (an
+operator whose output size depends on the data) cannot be captured: it warns
+once and runs as clusters.
 """
 from __future__ import annotations
+
+import warnings
 
 import torch
 
@@ -32,15 +36,26 @@ class GraphedCall:
         self.graph: Graph | None = None
         self.static_inputs: list = []
         self.static_outputs: tuple = ()
+        self.not_capturable = ""  # why this graph runs as clusters instead
 
     def __call__(self, args: list):
         if _C._capturing_graph():
             return self.call(args)  # captured by an enclosing graph: plain launches
-        if not self.warmed_up:
+        if not self.warmed_up or self.not_capturable:
             self.warmed_up = True
             return self._run_clustered(args)
         if self.graph is None or not self._captured_for(args):
-            self._capture(args)
+            try:
+                self._capture(args)
+            except RuntimeError as error:
+                if "being captured into a torch.simhpu.Graph" not in str(error):
+                    raise
+                # Nothing ran: the capture only recorded. As CUDA graph trees skip
+                # a graph they cannot capture, this one runs as clusters from now on.
+                self.not_capturable = str(error).splitlines()[0]
+                warnings.warn(f"simhpu: mode='reduce-overhead' cannot capture this compiled graph; it runs "
+                              f"without replay ({self.not_capturable})", stacklevel=2)
+                return self._run_clustered(args)
         return self._replay(args)
 
     def _run_clustered(self, args: list):
