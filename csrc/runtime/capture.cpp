@@ -61,7 +61,22 @@ void flush_cluster(ThreadCapture& capture) {
   clusters_launched.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Begins this thread's capture (the caller checked it has none).
+void begin_capture(ThreadCapture capture) {
+  tls_capture = std::move(capture);
+  threads_capturing.fetch_add(1, std::memory_order_relaxed);
+}
+
+ThreadCapture end_capture() {
+  ThreadCapture capture = std::move(*tls_capture);
+  tls_capture.reset();
+  threads_capturing.fetch_sub(1, std::memory_order_relaxed);
+  return capture;
+}
+
 } // namespace
+
+std::atomic<int> threads_capturing{0};
 
 size_t LaunchSequence::kernel_count() const {
   size_t n = 0;
@@ -71,7 +86,7 @@ size_t LaunchSequence::kernel_count() const {
   return n;
 }
 
-LaunchRecord* captured_record_for(const c10::Stream& stream) {
+LaunchRecord* captured_record_for_this_thread(const c10::Stream& stream) {
   if (!tls_capture) {
     return nullptr;
   }
@@ -136,14 +151,13 @@ void begin_graph_capture() {
               "simhpu: Graph.capture_begin: this thread is already capturing ", describe(tls_capture->stream),
               " into a graph; end that capture first");
   TORCH_CHECK(!tls_capture, "simhpu: Graph.capture_begin: cannot begin a graph capture inside a compiled graph's call");
-  tls_capture = ThreadCapture{CaptureKind::Graph, stream, std::make_shared<LaunchSequence>(), {}};
+  begin_capture(ThreadCapture{CaptureKind::Graph, stream, std::make_shared<LaunchSequence>(), {}});
 }
 
 std::shared_ptr<const LaunchSequence> end_graph_capture() {
   TORCH_CHECK(tls_capture && tls_capture->kind == CaptureKind::Graph,
               "simhpu: Graph.capture_end: this thread is not capturing a graph (call capture_begin first)");
-  ThreadCapture capture = std::move(*tls_capture);
-  tls_capture.reset();
+  ThreadCapture capture = end_capture();
   TORCH_CHECK(capture.invalidated.empty(), "simhpu: Graph.capture_end: the capture failed: ", capture.invalidated);
   return capture.sequence;
 }
@@ -157,14 +171,13 @@ bool begin_cluster(c10::DeviceIndex device) {
     return false;  // joins the enclosing capture; in blocking mode every launch runs at once
   }
   check_device_index(device, "compiled graph");
-  tls_capture = ThreadCapture{CaptureKind::Cluster, current_stream(device), std::make_shared<LaunchSequence>(), {}};
+  begin_capture(ThreadCapture{CaptureKind::Cluster, current_stream(device), std::make_shared<LaunchSequence>(), {}});
   return true;
 }
 
 void end_cluster() {
   TORCH_CHECK(tls_capture && tls_capture->kind == CaptureKind::Cluster, "simhpu: end_cluster without begin_cluster");
-  ThreadCapture capture = std::move(*tls_capture);
-  tls_capture.reset();
+  ThreadCapture capture = end_capture();
   flush_cluster(capture);
 }
 

@@ -17,6 +17,7 @@
 
 #include <c10/core/Stream.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 
@@ -32,10 +33,21 @@ struct LaunchSequence {
 
 enum class CaptureKind { Graph, Cluster };
 
+// How many threads are capturing now: while none is, a launch skips the
+// thread-local look-up (it is on every launch's path).
+extern std::atomic<int> threads_capturing;
+
+LaunchRecord* captured_record_for_this_thread(const c10::Stream& stream);
+
 // The record the current thread should fill for a launch on `stream` while it
 // captures that stream, or null (launch to the queue as usual). Raises when a
-// graph capture sees a launch on another stream of the same device.
-LaunchRecord* captured_record_for(const c10::Stream& stream);
+// graph capture sees a launch on another stream.
+inline LaunchRecord* captured_record_for(const c10::Stream& stream) {
+  if (threads_capturing.load(std::memory_order_relaxed) == 0) {
+    return nullptr;
+  }
+  return captured_record_for_this_thread(stream);
+}
 // Drops the last record handed out by captured_record_for (its launch failed while filling it).
 void drop_captured_record();
 
