@@ -458,3 +458,33 @@ def test_reduce_overhead_graph_that_waits_on_the_host_warns_and_still_runs():
             out = compiled(x.to("simhpu"))
         torch.testing.assert_close(out.cpu(), fn(x))
         torch.testing.assert_close(compiled(x.to("simhpu")).cpu(), fn(x))
+
+
+# --- what the launcher refuses ---------------------------------------------------------
+
+def test_unsupported_kernel_argument_type_names_kernel_and_type():
+    from torch_simhpu._inductor.kernels import argument_kinds
+
+    assert argument_kinds("k", ["const float*", "bfloat16*", "const int64_t", "const float"]) == "rwif"
+    with pytest.raises(NotImplementedError, match=r"cpp_fused_x_0 takes an argument of C\+\+ type 'const double'"):
+        argument_kinds("cpp_fused_x_0", ["float*", "const double"])
+
+
+def test_compiled_kernel_launcher_checks_its_arguments():
+    with pytest.raises(RuntimeError, match="'k': no entry point"):
+        _C._CompiledKernel("k", 0, "r")
+    with pytest.raises(RuntimeError, match="unknown argument kind 'x'"):
+        _C._CompiledKernel("k", 1, "rx")
+    kernel = _C._CompiledKernel("cpp_fused_k_0", 1, "wi")  # never launched: every call below is refused
+    x = torch.zeros(4, device="simhpu")
+    with pytest.raises(TypeError, match="'cpp_fused_k_0' takes 2 arguments, got 1"):
+        kernel(x)
+    with pytest.raises(TypeError, match="argument 1 must be an int, got str"):
+        kernel(x, "4")
+    with pytest.raises(TypeError, match="argument 0 must be a tensor, got int"):
+        kernel(3, x)
+    with pytest.raises(RuntimeError, match="no simhpu tensor among its arguments"):
+        kernel(torch.zeros(4), 4)
+    with pytest.raises(RuntimeError, match="argument 0 is on cpu, expected simhpu:0"):
+        _C._CompiledKernel("cpp_fused_k_1", 1, "wr")(torch.zeros(4), x)
+    torch.testing.assert_close((x + 1).cpu(), torch.ones(4))
