@@ -1,6 +1,7 @@
 #include "runtime/capture.h"
 
 #include "runtime/device.h"
+#include "runtime/host_openmp.h"
 #include "runtime/launch_site.h"
 #include "runtime/streams.h"
 
@@ -133,6 +134,8 @@ void before_host_wait(c10::DeviceIndex device, const char* what) {
 
 void launch_sequence(const c10::Stream& stream, std::shared_ptr<const LaunchSequence> sequence, CaptureKind kind) {
   const bool cluster = kind == CaptureKind::Cluster;
+  // The launch below counts once more; the sequence's kernels are what it hands over.
+  release_idle_host_openmp_team_now_and_then(sequence->records.size());
   const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
   // A cluster being flushed goes to the queue; a replay joins any capture.
   LaunchSlot slot = cluster ? LaunchSlot(stream, LaunchSlot::kBypassCapture) : LaunchSlot(stream);

@@ -3,6 +3,7 @@
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/fork_guard.h"
+#include "runtime/host_openmp.h"
 #include "runtime/launch_queue.h"
 #include "runtime/trace.h"
 
@@ -112,6 +113,7 @@ LaunchSlot::LaunchSlot(const c10::Stream& stream, BypassCapture) {
 }
 
 void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
+  release_idle_host_openmp_team_now_and_then(1);
   if (launch_blocking()) {
     thread_local LaunchRecord inline_record;
     record_ = &inline_record;
