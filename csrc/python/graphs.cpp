@@ -68,7 +68,6 @@ void bind_graphs(py::module_& m) {
     return begin_cluster(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_end_cluster", &end_cluster);
-  m.def("_cluster_launch_count", &cluster_launch_count);
   m.def("_launch_empty_kernels", &launch_empty_kernels);
   m.def("_map_compiled_sources", &map_compiled_sources);
 }

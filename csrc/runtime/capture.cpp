@@ -24,8 +24,6 @@ struct ThreadCapture {
 // At most one capture per thread; a nested graph or cluster joins it.
 thread_local std::optional<ThreadCapture> tls_capture;
 
-std::atomic<uint64_t> clusters_launched{0};
-
 std::string describe(const c10::Stream& stream) {
   return "stream " + std::to_string(stream.id()) + " of simhpu:" + std::to_string(stream.device_index());
 }
@@ -59,7 +57,6 @@ void flush_cluster(ThreadCapture& capture) {
   std::shared_ptr<LaunchSequence> collected = std::move(capture.sequence);
   capture.sequence = std::make_shared<LaunchSequence>();
   launch_sequence(capture.stream, std::move(collected), CaptureKind::Cluster);
-  clusters_launched.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Begins this thread's capture (the caller checked it has none).
@@ -182,10 +179,6 @@ void end_cluster() {
   TORCH_CHECK(tls_capture && tls_capture->kind == CaptureKind::Cluster, "simhpu: end_cluster without begin_cluster");
   ThreadCapture capture = end_capture();
   flush_cluster(capture);
-}
-
-uint64_t cluster_launch_count() {
-  return clusters_launched.load(std::memory_order_relaxed);
 }
 
 } // namespace simhpu

@@ -73,7 +73,4 @@ bool capturing_graph();
 bool begin_cluster(c10::DeviceIndex device);
 void end_cluster();
 
-// Records queued as clusters so far in this process (tests and benchmarks).
-uint64_t cluster_launch_count();
-
 } // namespace simhpu

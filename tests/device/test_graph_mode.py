@@ -488,3 +488,15 @@ def test_compiled_kernel_launcher_checks_its_arguments():
     with pytest.raises(RuntimeError, match="argument 0 is on cpu, expected simhpu:0"):
         _C._CompiledKernel("cpp_fused_k_1", 1, "wr")(torch.zeros(4), x)
     torch.testing.assert_close((x + 1).cpu(), torch.ones(4))
+
+
+def test_control_flow_subgraphs_launch_on_the_device():
+    """torch.cond's branches are subgraphs emitted inside the module: their kernels
+    are device launches too, and the predicate's host read splits the cluster."""
+    def fn(x, y):
+        return torch.cond(x.sum() > 0, lambda a, b: (a.sin() + b).relu(), lambda a, b: (a.cos() - b).abs(), (x, y))
+
+    compiled = torch.compile(fn, fullgraph=True)
+    for sign in (1, -1):
+        x, y = torch.rand(8) * sign, torch.randn(8)
+        torch.testing.assert_close(compiled(x.to("simhpu"), y.to("simhpu")).cpu(), fn(x, y))

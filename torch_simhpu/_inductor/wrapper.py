@@ -3,7 +3,7 @@ its C++ kernels compiled into device launchers and each call run as a cluster.""
 from __future__ import annotations
 
 from torch._inductor import config as inductor_config
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
 from torch_simhpu._inductor import config, cpp_backend, sources
@@ -11,27 +11,9 @@ from torch_simhpu._inductor import config, cpp_backend, sources
 _CPU_DEFINITION = "async_compile.cpp_pybinding("
 
 
-class SimHPUWrapperCodegen(PythonWrapperCodegen):
-    @staticmethod
-    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-        cpp_backend.install_scheduler_choice()  # before Inductor builds the graph's scheduler
-        if is_subgraph:
-            # Subgraphs (control flow, invoke_subgraph) are emitted inside the
-            # parent's module, so they use the parent's definitions.
-            return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures)
-        return SimHPUWrapperCodegen()
-
-    def write_header(self) -> None:
-        super().write_header()
-        self.imports.splice(
-            """
-            from torch_simhpu._inductor.kernels import compile_kernel as simhpu_compile_kernel
-            from torch_simhpu._inductor.cluster import clustered as simhpu_clustered
-            from torch_simhpu._inductor.graphed import graphed as simhpu_graphed
-            from torch_simhpu._inductor.sources import register as simhpu_register_sources
-            """,
-            strip=True,
-        )
+class _LaunchesOnSimHPU:
+    """What the module and its subgraphs (control flow) share: simhpu kernels are
+    compiled into device launchers, and each launching line names the user's line."""
 
     def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
         # Inductor's C++ scheduling defines its kernels for the CPU's Python
@@ -69,6 +51,32 @@ class SimHPUWrapperCodegen(PythonWrapperCodegen):
         source = sources.source_of(ir_nodes)
         if source is not None:
             self.writeline(sources.marker(source))
+
+
+
+class SimHPUSubgraphWrapperCodegen(_LaunchesOnSimHPU, SubgraphPythonWrapperCodegen):
+    """A subgraph (torch.cond, while_loop, invoke_subgraph): emitted inside the parent's module."""
+
+
+class SimHPUWrapperCodegen(_LaunchesOnSimHPU, PythonWrapperCodegen):
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        cpp_backend.install_scheduler_choice()  # before Inductor builds the graph's scheduler
+        if is_subgraph:
+            return SimHPUSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return SimHPUWrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.splice(
+            """
+            from torch_simhpu._inductor.kernels import compile_kernel as simhpu_compile_kernel
+            from torch_simhpu._inductor.cluster import clustered as simhpu_clustered
+            from torch_simhpu._inductor.graphed import graphed as simhpu_graphed
+            from torch_simhpu._inductor.sources import register as simhpu_register_sources
+            """,
+            strip=True,
+        )
 
     def generate_end(self, result) -> None:
         super().generate_end(result)
