@@ -31,9 +31,15 @@ class _Scheduling:
 
 
 class _Wrapper:
-    """Inductor creates the wrapper through `create`; the class is imported then."""
+    """Inductor creates the wrapper through `create`; the class is imported then.
 
-    supports_caching = True
+    Not cached by Inductor's FX-graph cache: the generated module names the
+    user's file and line of each launch, which that cache's key does not cover
+    (the same graph from another checkout, or after lines above it moved, would
+    report stale places). Kernels are still cached by their source, so a warm
+    compile skips the C++ compiler; it redoes lowering and code generation."""
+
+    supports_caching = False
 
     @staticmethod
     def create(*args, **kwargs):

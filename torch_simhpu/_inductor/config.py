@@ -10,8 +10,9 @@ from torch.utils._config_module import install_config_module
 
 
 def _fingerprint() -> str:
-    """Of the code that writes and runs the generated modules, so Inductor's cache
-    never serves a module this version of torch_simhpu would not write."""
+    """Of the code that writes and runs the generated modules, so no cache entry
+    an earlier torch_simhpu wrote (before its modules stopped being cached, or
+    in AOTAutograd's cache) is served to this one."""
     here = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
     for name in sorted(os.listdir(here)):
