@@ -31,7 +31,6 @@ class CapturedLaunches {
     }
   }
   size_t kernel_count() const { return sequence_->kernel_count(); }
-  size_t record_count() const { return sequence_->records.size(); }
 
  private:
   std::shared_ptr<const LaunchSequence> sequence_;
@@ -55,8 +54,7 @@ void launch_empty_kernels(int64_t count) {
 void bind_graphs(py::module_& m) {
   py::class_<CapturedLaunches>(m, "_CapturedLaunches")
       .def("replay", &CapturedLaunches::replay)
-      .def_property_readonly("kernel_count", &CapturedLaunches::kernel_count)
-      .def_property_readonly("record_count", &CapturedLaunches::record_count);
+      .def_property_readonly("kernel_count", &CapturedLaunches::kernel_count);
   m.def("_begin_graph_capture", &begin_graph_capture);
   m.def("_end_graph_capture", [] {
     const c10::DeviceIndex device = current_device();

@@ -500,3 +500,27 @@ def test_control_flow_subgraphs_launch_on_the_device():
     for sign in (1, -1):
         x, y = torch.rand(8) * sign, torch.randn(8)
         torch.testing.assert_close(compiled(x.to("simhpu"), y.to("simhpu")).cpu(), fn(x, y))
+
+
+def test_reduce_overhead_captures_again_for_other_parameters():
+    """The capture reads parameters in place: a model with other parameters (same
+    shapes, same compiled graph) must not replay the first model's capture."""
+    torch.manual_seed(0)
+    first, second = (torch.nn.Linear(8, 3) for _ in range(2))
+    devices = [copy.deepcopy(m).to("simhpu") for m in (first, second)]
+    compiled = torch.compile(lambda m, x: m(x).tanh(), mode="reduce-overhead")
+    for _ in range(3):
+        for cpu_model, dev_model in zip((first, second), devices):
+            x = torch.randn(4, 8)
+            torch.testing.assert_close(compiled(dev_model, x.to("simhpu")).cpu(), cpu_model(x).tanh())
+
+
+def test_graph_capture_cannot_begin_inside_a_cluster():
+    assert _C._begin_cluster(0)
+    try:
+        with pytest.raises(RuntimeError, match="cannot begin a graph capture inside a compiled graph's call"):
+            torch.simhpu.Graph().capture_begin()
+    finally:
+        _C._end_cluster()
+    with pytest.raises(RuntimeError, match="end_cluster without begin_cluster"):
+        _C._end_cluster()

@@ -7,19 +7,29 @@ operator) launches what was collected so far, so the call still completes.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from torch_simhpu import _C
 
 
+@contextlib.contextmanager
+def cluster(device_index: int):
+    """Launches of the block on the device's current stream go to the queue as one record.
+    Inside a graph capture or another cluster, the block's launches join that one."""
+    if not _C._begin_cluster(device_index):
+        yield
+        return
+    try:
+        yield
+    finally:
+        _C._end_cluster()
+
+
 def clustered(call, device_index: int):
     @functools.wraps(call)
     def run_as_cluster(args):
-        if not _C._begin_cluster(device_index):
-            return call(args)  # inside a graph capture or another cluster: joins it
-        try:
+        with cluster(device_index):
             return call(args)
-        finally:
-            _C._end_cluster()
 
     return run_as_cluster

@@ -19,6 +19,7 @@ import warnings
 import torch
 
 from torch_simhpu import _C
+from torch_simhpu._inductor.cluster import cluster
 from torch_simhpu.graphs import Graph, graph
 
 
@@ -59,12 +60,8 @@ class GraphedCall:
         return self._replay(args)
 
     def _run_clustered(self, args: list):
-        if not _C._begin_cluster(self.device_index):
+        with cluster(self.device_index):
             return self.call(args)
-        try:
-            return self.call(args)
-        finally:
-            _C._end_cluster()
 
     def _captured_for(self, args: list) -> bool:
         if len(args) != len(self.static_inputs):
@@ -91,8 +88,7 @@ class GraphedCall:
         self.graph = captured
 
     def _replay(self, args: list):
-        owns_cluster = _C._begin_cluster(self.device_index)
-        try:
+        with cluster(self.device_index):
             for new, static in zip(args, self.static_inputs):
                 if not _is_static(static):
                     static.copy_(new)
@@ -101,9 +97,6 @@ class GraphedCall:
                 if not _is_static(self.static_inputs[i]):
                     args[i].copy_(self.static_inputs[i])
             outputs = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in self.static_outputs)
-        finally:
-            if owns_cluster:
-                _C._end_cluster()
         args.clear()  # as Inductor's call does: the caller's list no longer holds the inputs
         return outputs
 
