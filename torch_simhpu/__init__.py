@@ -27,6 +27,10 @@ from torch_simhpu import _inductor  # noqa: E402
 
 _inductor.register()
 
+from torch_simhpu import distributed  # noqa: E402
+
+distributed.register()
+
 from torch_simhpu._generated import compile as _compile  # noqa: E402
 from torch_simhpu._generated import fake as _fake  # noqa: E402,F401
 from torch_simhpu._generated import PYTHON_FUNCTIONS as _PYTHON_FUNCTIONS  # noqa: E402

@@ -3,6 +3,7 @@
 #include "aten/op_routes.h"
 #include "custom_op/custom_op.h"
 #include "python/compiled_kernel.h"
+#include "python/distributed.h"
 #include "python/graphs.h"
 #include "python/launch_site.h"
 #include "runtime/device.h"
@@ -138,6 +139,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launch_user_kernel", &simhpu::_launch_user_kernel);
 
   simhpu::bind_graphs(m);
+  simhpu::bind_distributed(m);
   simhpu::bind_compiled_kernels(m);
   simhpu::register_generated_ops(m);
 }

@@ -54,17 +54,22 @@ bool query_event(void* event) {
 }
 
 void synchronize_event(void* event) {
+  synchronize_event_for(event, std::chrono::milliseconds::max());
+}
+
+bool synchronize_event_for(void* event, std::chrono::milliseconds timeout) {
   auto* e = static_cast<SimEvent*>(event);
   if (e == nullptr) {
-    return;
+    return true;
   }
   before_host_wait(-1, "Event.synchronize");
-  uint64_t version;
-  {
-    std::lock_guard<std::mutex> lock(e->mu);
-    version = e->recorded;
+  std::unique_lock<std::mutex> lock(e->mu);
+  const uint64_t version = e->recorded;
+  if (timeout == std::chrono::milliseconds::max()) {
+    e->cv.wait(lock, [&] { return e->reached >= version; });
+    return true;
   }
-  e->wait_for(version);
+  return e->cv.wait_for(lock, timeout, [&] { return e->reached >= version; });
 }
 
 double elapsed_ms(void* start, void* end) {

@@ -33,6 +33,8 @@ void record_event(void** event, const c10::Stream& stream);
 void block_on_event(void* event, const c10::Stream& stream);
 bool query_event(void* event);
 void synchronize_event(void* event);
+// The same, giving up after `timeout`: false if the event was not reached by then.
+bool synchronize_event_for(void* event, std::chrono::milliseconds timeout);
 double elapsed_ms(void* start, void* end);
 void destroy_event(void* event);
 

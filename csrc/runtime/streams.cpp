@@ -20,7 +20,9 @@
 namespace simhpu {
 namespace {
 
-constexpr int kStreamsPerDevice = 1 + kPooledStreams;
+// The default stream, the pool, and the communication stream.
+constexpr int kStreamsPerDevice = 1 + kPooledStreams + 1;
+constexpr c10::StreamId kCommunicationStreamId = 1 + kPooledStreams;
 
 // Queues live for the whole process: workers may still be draining while
 // static destructors run, so they are deliberately never destroyed.
@@ -96,6 +98,11 @@ c10::Stream pooled_stream(c10::DeviceIndex device) {
   check_device_index(device, "Stream");
   const uint32_t n = streams_of(device).next_pooled.fetch_add(1);
   return c10::Stream(c10::Stream::UNSAFE, device_of(device), 1 + static_cast<c10::StreamId>(n % kPooledStreams));
+}
+
+c10::Stream communication_stream(c10::DeviceIndex device) {
+  check_device_index(device, "communication stream");
+  return c10::Stream(c10::Stream::UNSAFE, device_of(device), kCommunicationStreamId);
 }
 
 LaunchSlot::LaunchSlot(const c10::Stream& stream) {

@@ -23,6 +23,9 @@ void set_current_stream(const c10::Stream& stream);
 c10::Stream default_stream(c10::DeviceIndex device);
 // A stream from the device's pool, handed out round-robin (as CUDA does).
 c10::Stream pooled_stream(c10::DeviceIndex device);
+// The stream collectives run on (csrc/distributed): never handed out by the
+// pool, so a collective waiting for its peers holds back no one's kernels.
+c10::Stream communication_stream(c10::DeviceIndex device);
 
 // A claimed slot on a stream's queue: fill record(), then commit() to hand it
 // to the stream's worker (in SIMHPU_LAUNCH_BLOCKING=1 mode commit() runs it at

@@ -1,0 +1,317 @@
+#include "distributed/collective.h"
+
+#include "runtime/events.h"
+#include "runtime/launch_record.h"
+#include "runtime/launch_site.h"
+#include "runtime/streams.h"
+
+#include <ATen/core/ivalue.h>
+#include <ATen/core/jit_type.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace simhpu {
+
+uint64_t TransportOrder::take_ticket() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_ticket_++;
+}
+
+void TransportOrder::wait_for_turn(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return next_turn_ == ticket; });
+}
+
+void TransportOrder::done(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ticket != next_turn_) {
+    done_early_.insert(ticket);
+    return;
+  }
+  ++next_turn_;
+  while (!done_early_.empty() && *done_early_.begin() == next_turn_) {
+    done_early_.erase(done_early_.begin());
+    ++next_turn_;
+  }
+  cv_.notify_all();
+}
+
+namespace {
+
+// What the launching thread, the communication worker and the Work share
+// about one operation.
+struct Operation {
+  Operation(CollectiveCall c, std::shared_ptr<TransportOrder> o, std::string r)
+      : call(std::move(c)), order(std::move(o)), ticket(order->take_ticket()), rank(std::move(r)) {}
+
+  CollectiveCall call;
+  std::shared_ptr<TransportOrder> order;
+  const uint64_t ticket;
+  const std::string rank;  // "rank 0 of 2", for messages
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;  // the transport has it (or it failed to start, or never will)
+  c10::intrusive_ptr<c10d::Work> transfer;
+  std::exception_ptr error;
+  std::once_flag completion;
+
+  std::string describe_failure(const std::string& what) const {
+    return "simccl " + std::string(call.name) + " on " + rank + " failed: " + what;
+  }
+
+  void fail(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error) {
+      error = std::make_exception_ptr(std::runtime_error(describe_failure(what)));
+    }
+    started = true;
+    cv.notify_all();
+  }
+
+  // On the worker, in the group's order.
+  void start() {
+    order->wait_for_turn(ticket);
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = call.start();
+    } catch (const std::exception& e) {
+      order->done(ticket);
+      fail(e.what());
+      std::rethrow_exception(error);
+    }
+    order->done(ticket);
+    std::lock_guard<std::mutex> lock(mu);
+    transfer = std::move(work);
+    started = true;
+    cv.notify_all();
+  }
+
+  // Waits for the transport (once, whoever asks first), then finishes.
+  void complete() {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return started; });
+      if (error) {
+        std::rethrow_exception(error);
+      }
+    }
+    std::call_once(completion, [&] {
+      try {
+        if (transfer) {
+          transfer->wait();
+        }
+        if (call.finish) {
+          call.finish();
+        }
+      } catch (const std::exception& e) {
+        fail(e.what());
+      }
+    });
+    std::lock_guard<std::mutex> lock(mu);
+    if (error) {
+      std::rethrow_exception(error);
+    }
+  }
+
+  bool transfer_done() {
+    std::lock_guard<std::mutex> lock(mu);
+    return started && (error || !transfer || transfer->isCompleted());
+  }
+};
+
+// Owned by the launch record that starts an operation: if the record is
+// dropped without running (an earlier failure left its inputs undefined, a
+// capture was abandoned), the operation gives its turn up and anyone waiting
+// for it hears why, instead of waiting for ever.
+struct StartingRecord {
+  std::shared_ptr<Operation> op;
+  bool ran = false;
+  ~StartingRecord() {
+    if (!ran) {
+      op->order->done(op->ticket);
+      op->fail("it was never started (an earlier failure on its stream left its tensors undefined)");
+    }
+  }
+};
+
+void run_start(LaunchRecord& record) {
+  auto* starting = static_cast<StartingRecord*>(const_cast<void*>(record.payload));
+  starting->ran = true;
+  Operation& op = *starting->op;
+  op.start();
+  if (!op.call.point_to_point) {
+    op.complete();
+  }
+}
+
+void run_completion(LaunchRecord& record) {
+  static_cast<Operation*>(const_cast<void*>(record.payload))->complete();
+}
+
+const KernelDef kStart{"simccl", nullptr, &run_start};
+const KernelDef kCompletion{"simccl_wait", nullptr, &run_completion};
+
+c10::Device device_of_call(const CollectiveCall& call) {
+  if (call.device) {
+    return *call.device;
+  }
+  for (const auto* list : {&call.inputs, &call.outputs}) {
+    if (!list->empty()) {
+      return list->front().device();
+    }
+  }
+  TORCH_CHECK(false, "simccl ", call.name, ": no tensors");
+}
+
+void keep_tensors(LaunchRecord& record, const std::vector<at::Tensor>& tensors, bool written) {
+  for (const auto& t : tensors) {
+    record.keep_alive.push_back(t.storage());
+    if (written) {
+      record.mark_written(static_cast<int64_t>(record.keep_alive.size()) - 1);
+    }
+  }
+}
+
+class CollectiveWork final : public c10d::Work {
+ public:
+  CollectiveWork(int rank, std::shared_ptr<Operation> op, c10::Stream stream, void* end_event,
+                 c10::intrusive_ptr<c10::ivalue::Future> future)
+      : Work(rank, op->call.type, nullptr, std::nullopt),
+        op_(std::move(op)),
+        stream_(stream),
+        end_event_(end_event),
+        future_(std::move(future)) {}
+
+  ~CollectiveWork() override { destroy_event(end_event_); }
+
+  bool isCompleted() override {
+    return op_->call.point_to_point ? op_->transfer_done() : query_event(end_event_);
+  }
+  bool isSuccess() const override {
+    std::lock_guard<std::mutex> lock(op_->mu);
+    return !op_->error;
+  }
+  std::exception_ptr exception() const override {
+    std::lock_guard<std::mutex> lock(op_->mu);
+    return op_->error;
+  }
+  std::vector<at::Tensor> result() override { return op_->call.outputs; }
+
+  // The host waits: for the collective, or (point to point) for the transfer.
+  void synchronize() override { wait_on_host(::kNoTimeout); }
+
+  // Makes the caller's current stream wait; the host waits only for a barrier,
+  // or when given a timeout (and then raises if it passes).
+  bool wait(std::chrono::milliseconds timeout) override {
+    raise_if_failed();
+    if (op_->call.blocks_host || timeout != ::kNoTimeout) {
+      wait_on_host(timeout);
+      return true;
+    }
+    const c10::Stream current = current_stream(stream_.device_index());
+    if (op_->call.point_to_point) {
+      launch_completion(current);
+    } else {
+      block_on_event(end_event_, current);
+    }
+    return true;
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    TORCH_CHECK(future_, "simccl ", op_->call.name,
+                ": get_future() is not available for point-to-point operations; call wait() instead");
+    return future_;
+  }
+
+ private:
+  void raise_if_failed() const {
+    std::lock_guard<std::mutex> lock(op_->mu);
+    if (op_->error) {
+      std::rethrow_exception(op_->error);
+    }
+  }
+
+  void launch_completion(const c10::Stream& stream) {
+    const LaunchSite site = capture_launch_site();
+    LaunchSlot slot(stream);
+    LaunchRecord& record = slot.record();
+    record.kernel = &kCompletion;
+    record.op_name = op_->call.name;
+    record.site = site;
+    record.payload = op_.get();
+    record.payload_owner = op_;
+    keep_tensors(record, op_->call.outputs, /*written=*/true);
+    slot.commit();
+  }
+
+  void wait_on_host(std::chrono::milliseconds timeout) {
+    const GilRelease no_gil;
+    if (op_->call.point_to_point) {
+      // complete() waits on the transport, which has a timeout of its own.
+      op_->complete();
+      return;
+    }
+    const bool reached = timeout == ::kNoTimeout ? (synchronize_event(end_event_), true)
+                                               : synchronize_event_for(end_event_, timeout);
+    TORCH_CHECK(reached, "simccl ", op_->call.name, " on ", op_->rank, ": not complete after ", timeout.count(),
+                " ms (a peer has not reached it yet)");
+    raise_if_failed();
+  }
+
+  std::shared_ptr<Operation> op_;
+  c10::Stream stream_;
+  void* end_event_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+} // namespace
+
+c10::intrusive_ptr<c10d::Work> launch_collective(const std::shared_ptr<TransportOrder>& order, int rank,
+                                                 const std::string& rank_description, CollectiveCall call) {
+  const c10::Device device = device_of_call(call);
+  const c10::Stream caller = current_stream(device.index());
+  const c10::Stream comm = communication_stream(device.index());
+
+  // The collective reads what the caller's stream has queued so far.
+  void* inputs_ready = nullptr;
+  record_event(&inputs_ready, caller);
+  block_on_event(inputs_ready, comm);
+  destroy_event(inputs_ready);
+
+  auto op = std::make_shared<Operation>(std::move(call), order, rank_description);
+  {
+    const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
+    LaunchSlot slot(comm);
+    LaunchRecord& record = slot.record();
+    record.kernel = &kStart;
+    record.op_name = op->call.name;
+    record.site = site;
+    auto starting = std::make_shared<StartingRecord>();
+    starting->op = op;
+    record.payload = starting.get();
+    record.payload_owner = std::move(starting);
+    keep_tensors(record, op->call.inputs, /*written=*/false);
+    keep_tensors(record, op->call.outputs, /*written=*/!op->call.point_to_point);
+    slot.commit();
+  }
+
+  void* end_event = nullptr;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  if (!op->call.point_to_point) {
+    record_event(&end_event, comm);
+    // A future whose value is ready, to a stream that waits for it, once the
+    // communication stream has passed here (what DDP's reducer waits on).
+    future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                      std::vector<c10::Device>{device});
+    const c10::StreamGuard on_comm(comm);
+    future->markCompleted(c10::IValue(op->call.outputs));
+  }
+  return c10::make_intrusive<CollectiveWork>(rank, std::move(op), comm, end_event, std::move(future));
+}
+
+} // namespace simhpu

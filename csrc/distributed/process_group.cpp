@@ -1,0 +1,450 @@
+#include "distributed/process_group.h"
+
+#include "runtime/device.h"
+#include "runtime/kernel_arg.h"
+
+#include <c10/util/Exception.h>
+
+#include <initializer_list>
+#include <optional>
+#include <utility>
+
+namespace simhpu {
+namespace {
+
+using Tensors = std::vector<at::Tensor>;
+using TensorLists = std::vector<Tensors>;
+
+// Where an operation's tensors are: all on one simhpu device, or all on the CPU.
+enum class Placement { Host, Device };
+
+void check_tensor(const char* op, const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), "simccl ", op, ": got an undefined tensor");
+  TORCH_CHECK(t.is_privateuseone() || t.is_cpu(), "simccl ", op, ": expected simhpu (or CPU) tensors, got one on ",
+              t.device());
+  TORCH_CHECK(t.layout() == c10::kStrided, "simccl ", op, ": expected dense tensors, got layout ", t.layout());
+}
+
+Placement placement_of(const char* op, std::initializer_list<const Tensors*> lists,
+                       std::initializer_list<const TensorLists*> nested = {}) {
+  std::optional<c10::Device> device;
+  auto visit = [&](const at::Tensor& t) {
+    check_tensor(op, t);
+    if (!device) {
+      device = t.device();
+    }
+    TORCH_CHECK(*device == t.device(), "simccl ", op, ": expected every tensor on one device, got ", *device,
+                " and ", t.device());
+  };
+  for (const Tensors* list : lists) {
+    for (const auto& t : *list) {
+      visit(t);
+    }
+  }
+  for (const TensorLists* outer : nested) {
+    for (const auto& list : *outer) {
+      for (const auto& t : list) {
+        visit(t);
+      }
+    }
+  }
+  TORCH_CHECK(device, "simccl ", op, ": got no tensors");
+  return device->is_cpu() ? Placement::Host : Placement::Device;
+}
+
+// The same memory as the CPU sees it: what the transport reads and writes.
+at::Tensor host_view(const at::Tensor& t) {
+  return describe_tensor(t).cpu_view();
+}
+Tensors host_views(const Tensors& tensors) {
+  Tensors views;
+  views.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    views.push_back(host_view(t));
+  }
+  return views;
+}
+TensorLists host_views(const TensorLists& lists) {
+  TensorLists views;
+  views.reserve(lists.size());
+  for (const auto& list : lists) {
+    views.push_back(host_views(list));
+  }
+  return views;
+}
+Tensors flatten(const TensorLists& lists) {
+  Tensors all;
+  for (const auto& list : lists) {
+    all.insert(all.end(), list.begin(), list.end());
+  }
+  return all;
+}
+
+// How the transport carries out a ReduceOp: PREMUL_SUM, which gloo lacks, is
+// the inputs scaled by the factor (a number, or a one-element tensor), then summed.
+struct Reduction {
+  c10d::ReduceOp transport_op;
+  bool premultiply = false;
+  double factor = 1.0;
+  at::Tensor factor_tensor;  // host view, when the factor is a tensor
+
+  // On the worker (the factor tensor may have just been written).
+  double factor_value() const { return factor_tensor.defined() ? factor_tensor.item<double>() : factor; }
+  void scale_in_place(const Tensors& views) const {
+    if (premultiply) {
+      const double f = factor_value();
+      for (const auto& v : views) {
+        v.mul_(f);
+      }
+    }
+  }
+  // Scaled copies, where the inputs must stay as they are.
+  Tensors scaled(const Tensors& views) const {
+    if (!premultiply) {
+      return views;
+    }
+    const double f = factor_value();
+    Tensors copies;
+    for (const auto& v : views) {
+      copies.push_back(v.mul(f));
+    }
+    return copies;
+  }
+};
+
+Reduction reduction_for(const char* op, const c10d::ReduceOp& reduce_op, Tensors& keep_alive) {
+  Reduction r{reduce_op};
+  if (reduce_op.op_ != c10d::ReduceOp::PREMUL_SUM) {
+    return r;
+  }
+  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(reduce_op.supplement_.get());
+  TORCH_CHECK(supplement != nullptr, "simccl ", op, ": ReduceOp.PREMUL_SUM without a factor");
+  r.transport_op = c10d::ReduceOp(c10d::ReduceOp::SUM);
+  r.premultiply = true;
+  r.factor = supplement->double_factor;
+  if (supplement->tensor_factor.defined()) {
+    const at::Tensor& t = supplement->tensor_factor;
+    TORCH_CHECK(t.numel() == 1, "simccl ", op, ": the PREMUL_SUM factor must have one element, got ", t.numel());
+    r.factor_tensor = t.is_cpu() ? t.clone() : host_view(t);
+    if (!t.is_cpu()) {
+      keep_alive.push_back(t);  // read on the worker, after the caller's stream wrote it
+    }
+  }
+  return r;
+}
+
+void check_multiple(const char* op, const char* what, int64_t big, int64_t small, int size) {
+  TORCH_CHECK(big == small * size, "simccl ", op, ": ", what, " must have world size (", size, ") times ", small,
+              " elements, got ", big);
+}
+
+void check_same_dtype(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "simccl ", op, ": input and output dtypes differ (",
+              b.scalar_type(), " and ", a.scalar_type(), ")");
+}
+
+void check_list_length(const char* op, const char* what, size_t length, int size) {
+  TORCH_CHECK(static_cast<int>(length) == size, "simccl ", op, ": expected ", what, " of world size (", size,
+              ") tensors, got ", length);
+}
+
+} // namespace
+
+ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size)
+    : c10d::Backend(rank, size),
+      transport_(std::move(transport)),
+      rank_description_("rank " + std::to_string(rank) + " of " + std::to_string(size)) {
+  TORCH_CHECK(transport_, "simccl: no transport process group");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::launch(CollectiveCall call) {
+  return launch_collective(order_, rank_, rank_description_, std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
+  if (placement_of("broadcast", {&tensors}) == Placement::Host) {
+    return transport_->broadcast(tensors, opts);
+  }
+  CollectiveCall call{"broadcast", c10d::OpType::BROADCAST, {}, tensors};
+  call.start = [transport = transport_, views = host_views(tensors), opts = opts]() mutable {
+    return transport->broadcast(views, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
+  if (placement_of("all_reduce", {&tensors}) == Placement::Host) {
+    return transport_->allreduce(tensors, opts);
+  }
+  CollectiveCall call{"all_reduce", c10d::OpType::ALLREDUCE, {}, tensors};
+  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  call.start = [transport = transport_, views = host_views(tensors), reduction, opts = opts]() mutable {
+    reduction.scale_in_place(views);
+    opts.reduceOp = reduction.transport_op;
+    return transport->allreduce(views, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& tensors,
+                                                                     const c10d::AllreduceCoalescedOptions& opts) {
+  if (placement_of("all_reduce_coalesced", {&tensors}) == Placement::Host) {
+    return transport_->allreduce_coalesced(tensors, opts);
+  }
+  CollectiveCall call{"all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, {}, tensors};
+  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  call.start = [transport = transport_, views = host_views(tensors), reduction, opts = opts]() mutable {
+    reduction.scale_in_place(views);
+    opts.reduceOp = reduction.transport_op;
+    return transport->allreduce_coalesced(views, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
+  if (placement_of("reduce", {&tensors}) == Placement::Host) {
+    return transport_->reduce(tensors, opts);
+  }
+  CollectiveCall call{"reduce", c10d::OpType::REDUCE, {}, tensors};
+  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  call.start = [transport = transport_, views = host_views(tensors), reduction, opts = opts]() mutable {
+    reduction.scale_in_place(views);
+    opts.reduceOp = reduction.transport_op;
+    return transport->reduce(views, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather(TensorLists& outputs, Tensors& inputs,
+                                                           const c10d::AllgatherOptions& opts) {
+  if (placement_of("all_gather", {&inputs}, {&outputs}) == Placement::Host) {
+    return transport_->allgather(outputs, inputs, opts);
+  }
+  for (const auto& list : outputs) {
+    check_list_length("all_gather", "output lists", list.size(), size_);
+  }
+  CollectiveCall call{"all_gather", c10d::OpType::ALLGATHER, inputs, flatten(outputs)};
+  call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
+    return transport->allgather(out, in, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::AllgatherOptions& opts) {
+  Tensors in{input}, out{output};
+  if (placement_of("all_gather_into_tensor", {&in, &out}) == Placement::Host) {
+    return transport_->_allgather_base(output, input, opts);
+  }
+  check_same_dtype("all_gather_into_tensor", output, input);
+  check_multiple("all_gather_into_tensor", "the output", output.numel(), input.numel(), size_);
+  CollectiveCall call{"all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, in, out};
+  call.start = [transport = transport_, o = host_view(output), i = host_view(input), opts = opts]() mutable {
+    return transport->_allgather_base(o, i, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather_coalesced(TensorLists& outputs, Tensors& inputs,
+                                                                     const c10d::AllgatherOptions& opts) {
+  if (placement_of("all_gather_coalesced", {&inputs}, {&outputs}) == Placement::Host) {
+    return transport_->allgather_coalesced(outputs, inputs, opts);
+  }
+  CollectiveCall call{"all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs, flatten(outputs)};
+  call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
+    return transport->allgather_coalesced(out, in, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather_into_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) {
+  if (placement_of("all_gather_into_tensor_coalesced", {&inputs, &outputs}) == Placement::Host) {
+    return transport_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+  }
+  TORCH_CHECK(outputs.size() == inputs.size(), "simccl all_gather_into_tensor_coalesced: ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_multiple("all_gather_into_tensor_coalesced", "each output", outputs[i].numel(), inputs[i].numel(), size_);
+  }
+  CollectiveCall call{"all_gather_into_tensor_coalesced", c10d::OpType::COALESCED, inputs, outputs};
+  call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
+    return transport->allgather_into_tensor_coalesced(out, in, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::gather(TensorLists& outputs, Tensors& inputs,
+                                                        const c10d::GatherOptions& opts) {
+  if (placement_of("gather", {&inputs}, {&outputs}) == Placement::Host) {
+    return transport_->gather(outputs, inputs, opts);
+  }
+  CollectiveCall call{"gather", c10d::OpType::GATHER, inputs, flatten(outputs)};
+  call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
+    return transport->gather(out, in, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::scatter(Tensors& outputs, TensorLists& inputs,
+                                                         const c10d::ScatterOptions& opts) {
+  if (placement_of("scatter", {&outputs}, {&inputs}) == Placement::Host) {
+    return transport_->scatter(outputs, inputs, opts);
+  }
+  CollectiveCall call{"scatter", c10d::OpType::SCATTER, flatten(inputs), outputs};
+  call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
+    return transport->scatter(out, in, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter(Tensors& outputs, TensorLists& inputs,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  if (placement_of("reduce_scatter", {&outputs}, {&inputs}) == Placement::Host) {
+    return transport_->reduce_scatter(outputs, inputs, opts);
+  }
+  for (const auto& list : inputs) {
+    check_list_length("reduce_scatter", "input lists", list.size(), size_);
+  }
+  CollectiveCall call{"reduce_scatter", c10d::OpType::REDUCE_SCATTER, flatten(inputs), outputs};
+  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), reduction,
+                opts = opts]() mutable {
+    TensorLists sources;
+    for (const auto& list : in) {
+      sources.push_back(reduction.scaled(list));
+    }
+    opts.reduceOp = reduction.transport_op;
+    return transport->reduce_scatter(out, sources, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                      const c10d::ReduceScatterOptions& opts) {
+  Tensors in{input}, out{output};
+  if (placement_of("reduce_scatter_tensor", {&in, &out}) == Placement::Host) {
+    return transport_->_reduce_scatter_base(output, input, opts);
+  }
+  check_same_dtype("reduce_scatter_tensor", output, input);
+  check_multiple("reduce_scatter_tensor", "the input", input.numel(), output.numel(), size_);
+  CollectiveCall call{"reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, in, out};
+  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  call.start = [transport = transport_, o = host_view(output), i = host_view(input), reduction, opts = opts]() mutable {
+    at::Tensor source = reduction.scaled({i}).front();
+    opts.reduceOp = reduction.transport_op;
+    return transport->_reduce_scatter_base(o, source, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) {
+  if (placement_of("reduce_scatter_tensor_coalesced", {&inputs, &outputs}) == Placement::Host) {
+    return transport_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  }
+  TORCH_CHECK(outputs.size() == inputs.size(), "simccl reduce_scatter_tensor_coalesced: ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_multiple("reduce_scatter_tensor_coalesced", "each input", inputs[i].numel(), outputs[i].numel(), size_);
+  }
+  CollectiveCall call{"reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, inputs, outputs};
+  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), reduction,
+                opts = opts]() mutable {
+    Tensors sources = reduction.scaled(in);
+    opts.reduceOp = reduction.transport_op;
+    return transport->reduce_scatter_tensor_coalesced(out, sources, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                               std::vector<int64_t>& output_split_sizes,
+                                                               std::vector<int64_t>& input_split_sizes,
+                                                               const c10d::AllToAllOptions& opts) {
+  Tensors in{input}, out{output};
+  if (placement_of("all_to_all_single", {&in, &out}) == Placement::Host) {
+    return transport_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+  }
+  check_same_dtype("all_to_all_single", output, input);
+  for (const auto* splits : {&output_split_sizes, &input_split_sizes}) {
+    TORCH_CHECK(splits->empty() || static_cast<int>(splits->size()) == size_, "simccl all_to_all_single: expected ",
+                size_, " split sizes (one per rank) or none, got ", splits->size());
+  }
+  CollectiveCall call{"all_to_all_single", c10d::OpType::ALLTOALL_BASE, in, out};
+  call.start = [transport = transport_, o = host_view(output), i = host_view(input), out_splits = output_split_sizes,
+                in_splits = input_split_sizes, opts = opts]() mutable {
+    return transport->alltoall_base(o, i, out_splits, in_splits, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall(Tensors& outputs, Tensors& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  if (placement_of("all_to_all", {&inputs, &outputs}) == Placement::Host) {
+    return transport_->alltoall(outputs, inputs, opts);
+  }
+  check_list_length("all_to_all", "inputs", inputs.size(), size_);
+  check_list_length("all_to_all", "outputs", outputs.size(), size_);
+  CollectiveCall call{"all_to_all", c10d::OpType::ALLTOALL, inputs, outputs};
+  call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
+    return transport->alltoall(out, in, opts);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::send(Tensors& tensors, int dst_rank, int tag) {
+  if (placement_of("send", {&tensors}) == Placement::Host) {
+    return transport_->send(tensors, dst_rank, tag);
+  }
+  CollectiveCall call{"send", c10d::OpType::SEND, tensors, {}};
+  call.point_to_point = true;
+  call.start = [transport = transport_, views = host_views(tensors), dst_rank, tag]() mutable {
+    return transport->send(views, dst_rank, tag);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::recv(Tensors& tensors, int src_rank, int tag) {
+  if (placement_of("recv", {&tensors}) == Placement::Host) {
+    return transport_->recv(tensors, src_rank, tag);
+  }
+  CollectiveCall call{"recv", c10d::OpType::RECV, {}, tensors};
+  call.point_to_point = true;
+  call.start = [transport = transport_, views = host_views(tensors), src_rank, tag]() mutable {
+    return transport->recv(views, src_rank, tag);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::recvAnysource(Tensors& tensors, int tag) {
+  if (placement_of("recv", {&tensors}) == Placement::Host) {
+    return transport_->recvAnysource(tensors, tag);
+  }
+  CollectiveCall call{"recv", c10d::OpType::RECVANYSOURCE, {}, tensors};
+  call.point_to_point = true;
+  call.start = [transport = transport_, views = host_views(tensors), tag]() mutable {
+    return transport->recvAnysource(views, tag);
+  };
+  return launch(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::barrier(const c10d::BarrierOptions& opts) {
+  // On the device the caller names, else the current one: behind the work
+  // queued there, as NCCL's barrier is.
+  c10::DeviceIndex index = current_device();
+  if (opts.device && opts.device->is_privateuseone() && opts.device->has_index()) {
+    index = opts.device->index();
+  } else if (!opts.device_ids.empty()) {
+    check_device_index(opts.device_ids.front(), "barrier");
+    index = static_cast<c10::DeviceIndex>(opts.device_ids.front());
+  }
+  CollectiveCall call{"barrier", c10d::OpType::BARRIER};
+  call.device = device_of(index);
+  call.blocks_host = true;
+  call.start = [transport = transport_, opts = opts]() mutable { return transport->barrier(opts); };
+  return launch(std::move(call));
+}
+
+} // namespace simhpu

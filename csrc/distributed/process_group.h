@@ -1,0 +1,81 @@
+#pragma once
+// ProcessGroupSimHPU: the torch.distributed backend for simhpu tensors
+// ("simccl", registered by torch_simhpu/distributed.py).
+//
+// The transport is a gloo process group over the same ranks (TCP on this
+// machine or across machines). Every operation on simhpu tensors is device
+// work on the communication stream (distributed/collective.h) that hands gloo
+// host views of the device memory; operations on CPU tensors go to gloo as
+// they are. ReduceOp.PREMUL_SUM, which gloo lacks, is a scaling then a sum.
+#include "distributed/collective.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace simhpu {
+
+class ProcessGroupSimHPU final : public c10d::Backend {
+ public:
+  ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size);
+
+  const std::string getBackendName() const override { return "simccl"; }
+  const c10::intrusive_ptr<c10d::Backend>& transport() const { return transport_; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  void setTimeout(std::chrono::milliseconds timeout) override { transport_->setTimeout(timeout); }
+  void abort() override { transport_->abort(); }
+  void shutdown() override { transport_->shutdown(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> launch(CollectiveCall call);
+
+  c10::intrusive_ptr<c10d::Backend> transport_;
+  std::shared_ptr<TransportOrder> order_ = std::make_shared<TransportOrder>();
+  std::string rank_description_;  // "rank 0 of 2"
+};
+
+} // namespace simhpu
