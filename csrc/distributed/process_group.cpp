@@ -138,6 +138,16 @@ void check_multiple(const char* op, const char* what, int64_t big, int64_t small
               " elements, got ", big);
 }
 
+void check_contiguous(const char* op, const char* what, const at::Tensor& t) {
+  TORCH_CHECK(t.is_contiguous(), "simccl ", op, ": the ", what, " must be contiguous (got strides ", t.strides(),
+              "); pass .contiguous()");
+}
+
+// `t` (contiguous) as `size` equal flat parts, one per rank.
+Tensors rank_parts(const at::Tensor& t, int size) {
+  return t.reshape(-1).split(t.numel() / size);
+}
+
 void check_same_dtype(const char* op, const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "simccl ", op, ": input and output dtypes differ (",
               b.scalar_type(), " and ", a.scalar_type(), ")");
@@ -237,10 +247,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_allgather_base(at::Tensor& o
     return transport_->_allgather_base(output, input, opts);
   }
   check_same_dtype("all_gather_into_tensor", output, input);
+  check_contiguous("all_gather_into_tensor", "output", output);
   check_multiple("all_gather_into_tensor", "the output", output.numel(), input.numel(), size_);
   CollectiveCall call{"all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, in, out};
-  call.start = [transport = transport_, o = host_view(output), i = host_view(input), opts = opts]() mutable {
-    return transport->_allgather_base(o, i, opts);
+  // As the list form, over one view per rank's part of the output (gloo's
+  // tensor form expects the output shaped [world size, *input shape]).
+  call.start = [transport = transport_, parts = TensorLists{rank_parts(host_view(output), size_)},
+                i = Tensors{host_view(input).reshape(-1)}, opts = opts]() mutable {
+    return transport->allgather(parts, i, opts);
   };
   return launch(std::move(call));
 }
@@ -327,13 +341,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_reduce_scatter_base(at::Tens
     return transport_->_reduce_scatter_base(output, input, opts);
   }
   check_same_dtype("reduce_scatter_tensor", output, input);
+  check_contiguous("reduce_scatter_tensor", "input", input);
   check_multiple("reduce_scatter_tensor", "the input", input.numel(), output.numel(), size_);
   CollectiveCall call{"reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, in, out};
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
-  call.start = [transport = transport_, o = host_view(output), i = host_view(input), reduction, opts = opts]() mutable {
-    at::Tensor source = reduction.scaled({i}).front();
+  // As the list form, over one view per rank's part of the input.
+  call.start = [transport = transport_, o = Tensors{host_view(output).reshape(-1)}, i = host_view(input), reduction,
+                size = size_, opts = opts]() mutable {
+    TensorLists parts{rank_parts(reduction.scaled({i}).front(), size)};
     opts.reduceOp = reduction.transport_op;
-    return transport->_reduce_scatter_base(o, source, opts);
+    return transport->reduce_scatter(o, parts, opts);
   };
   return launch(std::move(call));
 }
