@@ -23,6 +23,10 @@ void check_tensor(const char* op, const at::Tensor& t) {
   TORCH_CHECK(t.is_privateuseone() || t.is_cpu(), "simccl ", op, ": expected simhpu (or CPU) tensors, got one on ",
               t.device());
   TORCH_CHECK(t.layout() == c10::kStrided, "simccl ", op, ": expected dense tensors, got layout ", t.layout());
+  // The transport sends a tensor's memory as it lies (NCCL asks the same).
+  TORCH_CHECK(t.is_cpu() || t.is_contiguous(t.suggest_memory_format()), "simccl ", op,
+              ": tensors must be contiguous, got sizes ", t.sizes(), " with strides ", t.strides(),
+              "; pass .contiguous()");
 }
 
 Placement placement_of(const char* op, std::initializer_list<const Tensors*> lists,

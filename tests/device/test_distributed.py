@@ -1,0 +1,139 @@
+"""torch.distributed on simhpu: the simccl backend in 2-process groups on
+loopback (rank_pool.py; each rank runs a check of distributed_checks.py), DDP
+and FSDP2 under torchrun (the examples), and what happens when a peer fails."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch.distributed as dist
+from rank_pool import RankPool
+
+pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                reason="torch without distributed or gloo")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Pools:
+    """One pool per environment for the module, restarted after a failure (its ranks may be stuck)."""
+
+    def __init__(self):
+        self._pools = {}
+
+    def get(self, **env):
+        key = tuple(sorted(env.items()))
+        pool = self._pools.get(key)
+        if pool is None or pool.broken:
+            if pool is not None:
+                pool.kill()
+            pool = self._pools[key] = RankPool(2, env=env)
+        return pool
+
+    def close(self):
+        for pool in self._pools.values():
+            pool.close()
+
+
+@pytest.fixture(scope="module")
+def pools():
+    p = Pools()
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def ranks(pools):
+    """Two processes, two devices each, rank r on simhpu:r."""
+    return pools.get(SIMHPU_DEVICE_COUNT="2")
+
+
+def test_simccl_is_the_default_backend_for_simhpu(ranks):
+    assert ranks.run("backend_in_use") == [("simccl", "simhpu:0", "simccl"), ("simccl", "simhpu:1", "simccl")]
+
+
+@pytest.mark.parametrize("check", [
+    "all_reduce_every_op", "broadcast_from_each_root", "all_gather_forms", "reduce_scatter_forms",
+    "all_to_all_forms", "gather_scatter_reduce", "point_to_point", "future_of_work", "dtensor_redistribute",
+])
+def test_collective_matches_cpu(ranks, check):
+    ranks.run(check)
+
+
+def test_one_device_per_process(pools):
+    """SIMHPU_DEVICE_COUNT=1: both processes on their own simhpu:0."""
+    pool = pools.get(SIMHPU_DEVICE_COUNT="1")
+    assert [r[1] for r in pool.run("backend_in_use")] == ["simhpu:0", "simhpu:0"]
+    pool.run("all_reduce_every_op")
+    pool.run("ddp_step_matches_cpu")
+
+
+def test_collectives_on_two_devices_of_one_process(ranks):
+    ranks.run("two_devices_in_one_group")
+
+
+def test_collective_waits_for_the_stream_not_the_host(ranks):
+    (launch0, wait0, done0), (launch1, wait1, _) = ranks.run("collective_orders_with_streams")
+    # Rank 1's stream is busy for 0.4 s before its input is ready; neither host waits for that.
+    assert launch0 < 0.2 and launch1 < 0.2 and wait0 < 0.2 and wait1 < 0.2, (launch0, wait0, launch1, wait1)
+    assert not done0
+
+
+def test_barrier_waits_for_every_rank(ranks):
+    waited = ranks.run("barrier_waits_for_every_rank")
+    assert waited[0] > 0.3, waited
+
+
+def test_ddp_step_matches_cpu(ranks):
+    ranks.run("ddp_step_matches_cpu")
+
+
+def test_bad_input_names_the_collective_and_the_group_stays_usable(ranks):
+    messages = ranks.run("bad_inputs_raise_and_leave_the_group_usable")[0]
+    assert all(m.startswith("simccl ") for m in messages), messages
+
+
+def test_graph_capture_refuses_a_collective(ranks):
+    message = ranks.run("capture_refuses_collectives")[0]
+    assert "captur" in message, message
+
+
+def test_a_peer_that_exits_fails_the_collective_with_a_clear_error():
+    pool = RankPool(2, env={"CHECK_GROUP_TIMEOUT": "30"})
+    try:
+        message, seconds = pool.run("peer_exits", timeout=60)[0]
+    finally:
+        pool.kill()
+    assert "simccl all_reduce on rank 0 of 2 failed" in message, message
+    assert "distributed_checks.py" in message  # the line that launched it
+    assert seconds < 20, f"noticed after {seconds:.1f} s"
+
+
+def test_a_peer_that_never_arrives_fails_the_collective_after_the_timeout():
+    pool = RankPool(2, env={"CHECK_GROUP_TIMEOUT": "3"})
+    try:
+        message, seconds = pool.run("peer_never_arrives", timeout=60)[0]
+    finally:
+        pool.kill()
+    assert "simccl all_reduce on rank 0 of 2 failed" in message and "imed out" in message, message
+    assert 2.5 < seconds < 30, seconds
+
+
+def torchrun(script, *args, **env):
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         os.path.join(ROOT, "examples", script), *args],
+        capture_output=True, text=True, timeout=600, env={**os.environ, **env}, cwd=os.path.dirname(ROOT))
+
+
+@pytest.mark.parametrize("device_count", ["1", "2"])
+def test_torchrun_ddp_example_matches_cpu(device_count):
+    result = torchrun("ddp.py", "--steps", "3", SIMHPU_DEVICE_COUNT=device_count)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    assert "match one CPU process" in result.stdout
+
+
+def test_torchrun_fsdp2_example_matches_cpu_and_restores_a_checkpoint(tmp_path):
+    result = torchrun("fsdp2.py", "--steps", "3", "--checkpoint", str(tmp_path / "ckpt"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    assert "match one CPU process" in result.stdout and "restores model and optimizer" in result.stdout

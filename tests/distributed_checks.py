@@ -1,0 +1,374 @@
+"""What each rank of a test process group runs (see rank_pool.py): every check
+takes (rank, world, ...) and compares what simccl gives with what the same
+inputs give on the CPU, computed locally from every rank's (deterministic) input."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.testing import assert_close
+
+import torch_simhpu  # noqa: F401
+
+
+def device() -> torch.device:
+    return torch.device("simhpu", torch.simhpu.current_device())
+
+
+def init_default_group(rank, world):
+    """As a user would: the rank's device, and simccl as simhpu's default backend."""
+    dev = torch.device("simhpu", rank % torch.simhpu.device_count())
+    torch.simhpu.set_device(dev)
+    timeout = timedelta(seconds=float(os.environ.get("CHECK_GROUP_TIMEOUT", "60")))
+    dist.init_process_group(device_id=dev, timeout=timeout)
+
+
+def shutdown(rank, world):
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def rank_input(r, shape=(5, 3), dtype=torch.float32):
+    """Rank r's input: different on every rank, known to all of them."""
+    g = torch.Generator().manual_seed(100 + r)
+    if dtype.is_floating_point:
+        return (torch.rand(shape, generator=g) + 0.5).to(dtype)
+    return torch.randint(1, 16, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def everyone(world, **kwargs):
+    return [rank_input(r, **kwargs) for r in range(world)]
+
+
+def backend_in_use(rank, world):
+    return dist.get_backend(), str(device()), dist.get_default_backend_for_device("simhpu")
+
+
+def all_reduce_every_op(rank, world):
+    R = dist.ReduceOp
+    floats = everyone(world)
+    ints = everyone(world, dtype=torch.int32)
+    stack_f, stack_i = torch.stack(floats), torch.stack(ints)
+    factor = torch.tensor(0.25, device=device())
+    cases = [
+        (R.SUM, floats, stack_f.sum(0)),
+        (R.PRODUCT, floats, stack_f.prod(0)),
+        (R.MIN, floats, stack_f.amin(0)),
+        (R.MAX, floats, stack_f.amax(0)),
+        (R.AVG, floats, stack_f.mean(0)),
+        (dist._make_nccl_premul_sum(0.5), floats, stack_f.sum(0) * 0.5),
+        (dist._make_nccl_premul_sum(factor), floats, stack_f.sum(0) * 0.25),
+        (R.SUM, ints, stack_i.sum(0, dtype=torch.int32)),
+        (R.BAND, ints, stack_i[0] & stack_i[1]),
+        (R.BOR, ints, stack_i[0] | stack_i[1]),
+        (R.BXOR, ints, stack_i[0] ^ stack_i[1]),
+    ]
+    for op, inputs, expected in cases:
+        x = inputs[rank].to(device())
+        dist.all_reduce(x, op=op)
+        assert_close(x.cpu(), expected, msg=lambda m, op=op: f"all_reduce {op}: {m}")
+    # Other dtypes, and a non-contiguous tensor (reduced in place where it is).
+    for dtype in (torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.uint8):
+        inputs = everyone(world, dtype=dtype)
+        x = inputs[rank].to(device())
+        dist.all_reduce(x)
+        assert_close(x.cpu(), torch.stack(inputs).sum(0).to(dtype))
+    # channels_last is as good as contiguous (reduced in the order it lies in memory).
+    images = everyone(world, shape=(2, 3, 4, 5))
+    x = images[rank].to(device()).contiguous(memory_format=torch.channels_last)
+    dist.all_reduce(x)
+    assert_close(x.cpu(), torch.stack(images).sum(0))
+
+
+def broadcast_from_each_root(rank, world):
+    inputs = everyone(world, shape=(1000,))
+    for root in range(world):
+        x = inputs[rank].to(device())
+        dist.broadcast(x, src=root)
+        assert_close(x.cpu(), inputs[root])
+    objects = [{"rank": rank, "tensor": torch.arange(3)}]
+    dist.broadcast_object_list(objects, src=1)
+    assert objects[0]["rank"] == 1
+
+
+def all_gather_forms(rank, world):
+    inputs = everyone(world)
+    x = inputs[rank].to(device())
+    parts = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(parts, x)
+    for got, want in zip(parts, inputs):
+        assert_close(got.cpu(), want)
+    flat = torch.empty(world * x.numel(), device=device())
+    dist.all_gather_into_tensor(flat, x)
+    assert_close(flat.cpu(), torch.cat([t.reshape(-1) for t in inputs]))
+    stacked = torch.empty(world, *x.shape, device=device())  # the shape nn.SyncBatchNorm uses
+    dist.all_gather_into_tensor(stacked, x)
+    assert_close(stacked.cpu(), torch.stack(inputs))
+    gathered = [None] * world
+    dist.all_gather_object(gathered, ("rank", rank))
+    assert gathered == [("rank", r) for r in range(world)]
+
+
+def reduce_scatter_forms(rank, world):
+    R = dist.ReduceOp
+    inputs = everyone(world, shape=(world * 4, 3))
+    total = torch.stack(inputs).sum(0)
+    mine = total.chunk(world)[rank]
+    for op, expected in [(R.SUM, mine), (R.AVG, mine / world), (R.MAX, torch.stack(inputs).amax(0).chunk(world)[rank]),
+                         (dist._make_nccl_premul_sum(2.0), mine * 2)]:
+        x = inputs[rank].to(device())
+        out = torch.empty(4, 3, device=device())
+        dist.reduce_scatter_tensor(out, x, op=op)
+        assert_close(out.cpu(), expected, msg=lambda m, op=op: f"reduce_scatter_tensor {op}: {m}")
+        assert_close(x.cpu(), inputs[rank], msg=lambda m: f"the input must be left as it was: {m}")
+        out = torch.empty(4, 3, device=device())
+        dist.reduce_scatter(out, list(x.chunk(world)), op=op)
+        assert_close(out.cpu(), expected, msg=lambda m, op=op: f"reduce_scatter {op}: {m}")
+
+
+def all_to_all_forms(rank, world):
+    inputs = everyone(world, shape=(world * 3,))
+    x = inputs[rank].to(device())
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x)
+    assert_close(out.cpu(), torch.cat([inputs[r].chunk(world)[rank] for r in range(world)]))
+    # Uneven: rank r sends r + 1 + d elements to rank d.
+    sends = [r_ + 1 + rank for r_ in range(world)]
+    x = torch.arange(sum(sends), dtype=torch.float32) + 100 * rank
+    receives = [rank + 1 + src for src in range(world)]
+    out = torch.empty(sum(receives), device=device())
+    dist.all_to_all_single(out, x.to(device()), output_split_sizes=receives, input_split_sizes=sends)
+    expected = []
+    for src in range(world):
+        src_sends = [d + 1 + src for d in range(world)]
+        start = sum(src_sends[:rank])
+        expected.append(torch.arange(sum(src_sends), dtype=torch.float32)[start:start + src_sends[rank]] + 100 * src)
+    assert_close(out.cpu(), torch.cat(expected))
+    outs = [torch.empty(3, device=device()) for _ in range(world)]
+    dist.all_to_all(outs, [t.to(device()) for t in inputs[rank].chunk(world)])
+    for src in range(world):
+        assert_close(outs[src].cpu(), inputs[src].chunk(world)[rank])
+
+
+def gather_scatter_reduce(rank, world):
+    inputs = everyone(world)
+    x = inputs[rank].to(device())
+    parts = [torch.empty_like(x) for _ in range(world)] if rank == 0 else None
+    dist.gather(x, parts, dst=0)
+    if rank == 0:
+        for got, want in zip(parts, inputs):
+            assert_close(got.cpu(), want)
+    out = torch.empty_like(x)
+    dist.scatter(out, [t.to(device()) for t in inputs] if rank == 1 else None, src=1)
+    assert_close(out.cpu(), inputs[rank])
+    y = inputs[rank].to(device())
+    dist.reduce(y, dst=1, op=dist.ReduceOp.MAX)
+    if rank == 1:
+        assert_close(y.cpu(), torch.stack(inputs).amax(0))
+
+
+def point_to_point(rank, world):
+    peer = 1 - rank
+    big = (1 << 20,)  # 4 MB: more than a socket buffer holds, so a send waits for its receive
+    mine, theirs = rank_input(rank, shape=big), rank_input(peer, shape=big)
+    # Both ranks send first, then receive: each send completes only when the
+    # peer receives, so this works only if a send does not hold the stream.
+    received = torch.empty(big, device=device())
+    send = dist.isend(mine.to(device()), dst=peer)
+    recv = dist.irecv(received, src=peer)
+    send.wait()
+    recv.wait()
+    assert_close(received.cpu(), theirs)
+    # Blocking forms, one direction then the other.
+    t = torch.empty(7, device=device())
+    for sender in (0, 1):
+        if rank == sender:
+            dist.send(torch.full((7,), float(sender), device=device()), dst=peer)
+        else:
+            dist.recv(t, src=sender)
+            assert_close(t.cpu(), torch.full((7,), float(sender)))
+    # batch_isend_irecv, the documented way to exchange.
+    received = torch.empty(big, device=device())
+    ops = [dist.P2POp(dist.isend, mine.to(device()), peer), dist.P2POp(dist.irecv, received, peer)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    assert_close(received.cpu(), theirs)
+
+
+def barrier_waits_for_every_rank(rank, world):
+    if rank == 1:
+        time.sleep(0.5)
+    start = time.perf_counter()
+    dist.barrier()
+    return time.perf_counter() - start
+
+
+def collective_orders_with_streams(rank, world):
+    """The collective reads what the caller's stream queued before it, the host
+    does not wait, and work.wait() makes the caller's stream (not the host) wait."""
+    x = torch.zeros(1000, device=device())
+    # Rank 1 is late: its stream is busy for 0.4 s before it writes its contribution.
+    torch_simhpu._C._sleep_on_device(x, 400_000 if rank == 1 else 1000)
+    x.add_(rank + 1)
+    start = time.perf_counter()
+    work = dist.all_reduce(x, async_op=True)
+    launch_seconds = time.perf_counter() - start
+    completed_at_launch = work.is_completed()
+    work.wait()  # the current stream waits; the host goes on
+    wait_seconds = time.perf_counter() - start
+    # Queued behind the wait: without it, this copy would read x before the sum arrived.
+    y = x.clone()
+    assert_close(y.cpu(), torch.full((1000,), float(sum(range(1, world + 1)))))
+    assert work.is_completed()
+    return launch_seconds, wait_seconds, completed_at_launch
+
+
+def future_of_work(rank, world):
+    x = torch.full((4,), float(rank + 1), device=device())
+    fut = dist.all_reduce(x, async_op=True).get_future()
+    doubled = fut.then(lambda f: f.value()[0] * 2)
+    assert_close(doubled.wait().cpu(), torch.full((4,), 2.0 * sum(range(1, world + 1))))
+
+
+def two_devices_in_one_group(rank, world):
+    """One process, collectives on two of its devices in turn: each reaches the
+    transport in the order the program launched it, whichever stream runs it."""
+    assert torch.simhpu.device_count() >= 2
+    works, tensors, expected = [], [], []
+    for i in range(6):
+        dev = torch.device("simhpu", i % 2)
+        t = torch.full((256,), float(i + rank), device=dev)
+        if i % 2 == 1:
+            torch_simhpu._C._sleep_on_device(t, 20_000)  # device 1's stream is slower
+        works.append(dist.all_reduce(t, async_op=True))
+        tensors.append(t)
+        expected.append(sum(float(i + r) for r in range(world)))
+    for work, t, want in zip(works, tensors, expected):
+        work.wait()
+        assert_close(t.cpu(), torch.full((256,), want))
+
+
+def bad_inputs_raise_and_leave_the_group_usable(rank, world):
+    messages = []
+
+    def expect(fn, *fragments):
+        try:
+            fn()
+        except (RuntimeError, ValueError) as e:
+            text = str(e)
+            assert all(f in text for f in fragments), f"{fragments} not in: {text}"
+            messages.append(text.splitlines()[0])
+        else:
+            raise AssertionError(f"no error for {fragments}")
+
+    d = device()
+    expect(lambda: dist.all_gather_into_tensor(torch.empty(5, device=d), torch.ones(3, device=d)),
+           "simccl all_gather_into_tensor", "world size (2) times 3 elements, got 5")
+    expect(lambda: dist.reduce_scatter_tensor(torch.empty(2, device=d), torch.ones(4, 2, device=d).t()),
+           "simccl reduce_scatter_tensor", "must be contiguous")
+    expect(lambda: dist.all_reduce(torch.ones(4, 4, device=d)[:, :2]), "simccl all_reduce", "must be contiguous")
+    expect(lambda: dist.all_gather([torch.empty(2, device=d), torch.empty(2)], torch.ones(2, device=d)),
+           "simccl all_gather", "one device")
+    expect(lambda: dist.all_to_all_single(torch.empty(4, device=d), torch.ones(4, device=d), [1, 1, 2], [2, 2]),
+           "simccl all_to_all_single", "split sizes")
+    expect(lambda: dist.all_gather_into_tensor(torch.empty(4, device=d), torch.ones(2, dtype=torch.int64, device=d)),
+           "simccl all_gather_into_tensor", "dtypes differ")
+    x = torch.ones(3, device=d)
+    dist.all_reduce(x)
+    assert_close(x.cpu(), torch.full((3,), float(world)))
+    return messages
+
+
+def capture_refuses_collectives(rank, world):
+    x = torch.ones(3, device=device())
+    graph = torch.simhpu.Graph()
+    try:
+        with torch.simhpu.graph(graph):
+            dist.all_reduce(x)
+    except RuntimeError as e:
+        message = str(e)
+    else:
+        raise AssertionError("a collective was captured")
+    dist.all_reduce(x)
+    assert_close(x.cpu(), torch.full((3,), float(world)))
+    return message
+
+
+def ddp_step_matches_cpu(rank, world):
+    from torch.nn.parallel import DistributedDataParallel
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+
+    g = torch.Generator().manual_seed(5)
+    data = [(torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)) for _ in range(3)]
+    ddp = DistributedDataParallel(model().to(device()), bucket_cap_mb=0.0001)
+    reference = model()
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    shard = slice(rank * 4, rank * 4 + 4)
+    for x, y in data:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x[shard].to(device())), y[shard].to(device())).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        torch.nn.functional.mse_loss(reference(x), y).backward()
+        ref_opt.step()
+    for p, q in zip(ddp.module.parameters(), reference.parameters()):
+        assert_close(p.cpu(), q, rtol=1e-5, atol=1e-6)
+
+
+def dtensor_redistribute(rank, world):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("simhpu", (world,))
+    full = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    sharded = distribute_tensor(full.to(device()), mesh, [Shard(0)])
+    assert_close(sharded.to_local().cpu(), full.chunk(world)[rank])
+    replicated = sharded.redistribute(mesh, [Replicate()])
+    assert_close(replicated.to_local().cpu(), full)
+    total = (sharded * 2).sum().full_tensor()
+    assert_close(total.cpu(), full.sum() * 2)
+
+
+# Faults: each runs in a group of its own, which it leaves broken.
+
+def peer_exits(rank, world):
+    """Rank 1 exits without a word; rank 0's next collective must fail, and say so, not hang."""
+    if rank == 1:
+        threading.Timer(0.2, lambda: os._exit(3)).start()
+        return None
+    time.sleep(1.0)
+    return _failing_all_reduce()
+
+
+def peer_never_arrives(rank, world):
+    """Rank 1 skips the collective: rank 0's fails once the group's timeout passes."""
+    if rank == 1:
+        return None
+    return _failing_all_reduce()
+
+
+def _failing_all_reduce():
+    start = time.perf_counter()
+    x = torch.ones(1 << 16, device=device())
+    dist.all_reduce(x)
+    try:
+        x.cpu()
+    except RuntimeError as e:
+        message = str(e)
+    else:
+        raise AssertionError("the all_reduce succeeded without its peer")
+    try:
+        torch.simhpu.synchronize()  # the communication stream reports its failure too
+    except RuntimeError:
+        pass
+    # The device still works.
+    assert_close((torch.arange(4.0, device=device()) * 2).cpu(), torch.arange(4.0) * 2)
+    return message, time.perf_counter() - start
