@@ -23,6 +23,7 @@ import torch_simhpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import collectives  # noqa: E402
 import graph_mode  # noqa: E402
 import reference_path  # noqa: E402
 
@@ -302,6 +303,7 @@ def main():
     rows = launch_rows() + package_launch_row() + [launch_blocking_row()] + add_rows() + elementwise_rows() + reduction_rows()
     rows += reference_path.rows(Row, best_pair, torch)
     rows += graph_mode.rows(Row, torch)
+    rows += collectives.rows(Row, torch)
     rows.append(codegen_row())
     if not args.no_build:
         rows += build_rows()
