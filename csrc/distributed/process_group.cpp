@@ -137,6 +137,23 @@ Reduction reduction_for(const char* op, const c10d::ReduceOp& reduce_op, Tensors
   return r;
 }
 
+// all_reduce, all_reduce_coalesced and reduce: the transport's `operation`
+// over host views, after PREMUL_SUM's scaling in place (the tensors are the outputs).
+template <typename Options>
+CollectiveCall in_place_reduction(const char* name, c10d::OpType type,
+                                  const c10::intrusive_ptr<c10d::Backend>& transport, const Tensors& tensors,
+                                  const Options& options,
+                                  c10::intrusive_ptr<c10d::Work> (c10d::Backend::*operation)(Tensors&, const Options&)) {
+  CollectiveCall call{name, type, {}, tensors};
+  const Reduction reduction = reduction_for(name, options.reduceOp, call.inputs);
+  call.start = [transport, views = host_views(tensors), reduction, opts = options, operation]() mutable {
+    reduction.scale_in_place(views);
+    opts.reduceOp = reduction.transport_op;
+    return ((*transport).*operation)(views, opts);
+  };
+  return call;
+}
+
 void check_multiple(const char* op, const char* what, int64_t big, int64_t small, int size) {
   TORCH_CHECK(big == small * size, "simccl ", op, ": ", what, " must have world size (", size, ") times ", small,
               " elements, got ", big);
@@ -190,14 +207,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce(Tensors& tensors, c
   if (placement_of("all_reduce", {&tensors}) == Placement::Host) {
     return transport_->allreduce(tensors, opts);
   }
-  CollectiveCall call{"all_reduce", c10d::OpType::ALLREDUCE, {}, tensors};
-  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
-  call.start = [transport = transport_, views = host_views(tensors), reduction, opts = opts]() mutable {
-    reduction.scale_in_place(views);
-    opts.reduceOp = reduction.transport_op;
-    return transport->allreduce(views, opts);
-  };
-  return launch(std::move(call));
+  return launch(
+      in_place_reduction("all_reduce", c10d::OpType::ALLREDUCE, transport_, tensors, opts, &c10d::Backend::allreduce));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& tensors,
@@ -205,28 +216,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& 
   if (placement_of("all_reduce_coalesced", {&tensors}) == Placement::Host) {
     return transport_->allreduce_coalesced(tensors, opts);
   }
-  CollectiveCall call{"all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, {}, tensors};
-  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
-  call.start = [transport = transport_, views = host_views(tensors), reduction, opts = opts]() mutable {
-    reduction.scale_in_place(views);
-    opts.reduceOp = reduction.transport_op;
-    return transport->allreduce_coalesced(views, opts);
-  };
-  return launch(std::move(call));
+  return launch(in_place_reduction("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, transport_, tensors,
+                                   opts, &c10d::Backend::allreduce_coalesced));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   if (placement_of("reduce", {&tensors}) == Placement::Host) {
     return transport_->reduce(tensors, opts);
   }
-  CollectiveCall call{"reduce", c10d::OpType::REDUCE, {}, tensors};
-  const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
-  call.start = [transport = transport_, views = host_views(tensors), reduction, opts = opts]() mutable {
-    reduction.scale_in_place(views);
-    opts.reduceOp = reduction.transport_op;
-    return transport->reduce(views, opts);
-  };
-  return launch(std::move(call));
+  return launch(in_place_reduction("reduce", c10d::OpType::REDUCE, transport_, tensors, opts, &c10d::Backend::reduce));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather(TensorLists& outputs, Tensors& inputs,

@@ -98,23 +98,24 @@ def test_graph_capture_refuses_a_collective(ranks):
     assert "captur" in message, message
 
 
-def test_a_peer_that_exits_fails_the_collective_with_a_clear_error():
-    pool = RankPool(2, env={"CHECK_GROUP_TIMEOUT": "30"})
+def run_fault(check, group_timeout_seconds):
+    """A fault leaves its group broken: each runs in a pool of its own, killed after."""
+    pool = RankPool(2, env={"CHECK_GROUP_TIMEOUT": str(group_timeout_seconds)})
     try:
-        message, seconds = pool.run("peer_exits", timeout=60)[0]
+        return pool.run(check, timeout=60)[0]
     finally:
         pool.kill()
+
+
+def test_a_peer_that_exits_fails_the_collective_with_a_clear_error():
+    message, seconds = run_fault("peer_exits", 30)
     assert "simccl all_reduce on rank 0 of 2 failed" in message, message
     assert "distributed_checks.py" in message  # the line that launched it
     assert seconds < 20, f"noticed after {seconds:.1f} s"
 
 
 def test_a_peer_that_never_arrives_fails_the_collective_after_the_timeout():
-    pool = RankPool(2, env={"CHECK_GROUP_TIMEOUT": "3"})
-    try:
-        message, seconds = pool.run("peer_never_arrives", timeout=60)[0]
-    finally:
-        pool.kill()
+    message, seconds = run_fault("peer_never_arrives", 3)
     assert "simccl all_reduce on rank 0 of 2 failed" in message and "imed out" in message, message
     assert 2.5 < seconds < 30, seconds
 
