@@ -337,6 +337,39 @@ def dtensor_redistribute(rank, world):
     assert_close(total.cpu(), full.sum() * 2)
 
 
+def compiled_functional_all_reduce(rank, world):
+    """torch.compile of a function with a functional collective (what DTensor and
+    compiled FSDP2 trace to) against the same function in eager mode."""
+    import torch.distributed._functional_collectives as funcol
+
+    def f(x):
+        return funcol.all_reduce(x * 2, "sum", dist.group.WORLD).sin() + 1
+
+    x = torch.full((8,), float(rank + 1), device=device())
+    expected = torch.full((8,), 2.0 * sum(range(1, world + 1))).sin() + 1
+    assert_close(f(x).cpu(), expected)
+    assert_close(torch.compile(f, fullgraph=True)(x).cpu(), expected)
+
+
+def compiled_ddp_matches_cpu(rank, world):
+    """torch.compile of a DDP module: Dynamo splits the graph at bucket boundaries
+    and the gradients' all-reduces run between the compiled pieces."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    reference = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    reference.load_state_dict(model.state_dict())
+    compiled = torch.compile(DistributedDataParallel(model.to(device())))
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)
+    shard = slice(rank * 4, rank * 4 + 4)
+    torch.nn.functional.mse_loss(compiled(x[shard].to(device())), y[shard].to(device())).backward()
+    torch.nn.functional.mse_loss(reference(x), y).backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-6)
+
+
 # Faults: each runs in a group of its own, which it leaves broken.
 
 def peer_exits(rank, world):

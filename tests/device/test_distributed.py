@@ -88,6 +88,11 @@ def test_ddp_step_matches_cpu(ranks):
     ranks.run("ddp_step_matches_cpu")
 
 
+@pytest.mark.parametrize("check", ["compiled_functional_all_reduce", "compiled_ddp_matches_cpu"])
+def test_compiled_collectives_match(ranks, check):
+    ranks.run(check, timeout=300)
+
+
 def test_bad_input_names_the_collective_and_the_group_stays_usable(ranks):
     messages = ranks.run("bad_inputs_raise_and_leave_the_group_usable")[0]
     assert all(m.startswith("simccl ") for m in messages), messages
