@@ -27,6 +27,22 @@ def init_default_group(rank, world):
     dist.init_process_group(device_id=dev, timeout=timeout)
 
 
+def init_group_by_name(rank, world):
+    """init_process_group(<CHECK_BACKEND>), e.g. "simccl" or "cpu:gloo,simhpu:simccl"."""
+    torch.simhpu.set_device(rank % torch.simhpu.device_count())
+    dist.init_process_group(os.environ["CHECK_BACKEND"], timeout=timedelta(seconds=60))
+
+
+def cpu_and_device_tensors(rank, world):
+    """One group, both kinds of tensor: simhpu ones to simccl, CPU ones to gloo."""
+    for dev in (device(), torch.device("cpu")):
+        x = torch.full((3,), float(rank + 1), device=dev)
+        dist.all_reduce(x)
+        assert x.device == dev
+        assert_close(x.cpu(), torch.full((3,), float(sum(range(1, world + 1)))))
+    return dist.get_backend()
+
+
 def shutdown(rank, world):
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -60,6 +60,15 @@ def test_collective_matches_cpu(ranks, check):
     ranks.run(check)
 
 
+@pytest.mark.parametrize("backend", ["simccl", "cpu:gloo,simhpu:simccl"])
+def test_backend_named_in_init_process_group(backend):
+    pool = RankPool(2, env={"CHECK_BACKEND": backend}, init="init_group_by_name")
+    try:
+        assert pool.run("cpu_and_device_tensors") == [backend, backend]
+    finally:
+        pool.close()
+
+
 def test_one_device_per_process(pools):
     """SIMHPU_DEVICE_COUNT=1: both processes on their own simhpu:0."""
     pool = pools.get(SIMHPU_DEVICE_COUNT="1")
