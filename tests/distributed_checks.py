@@ -243,6 +243,59 @@ def collective_orders_with_streams(rank, world):
     return launch_seconds, wait_seconds, completed_at_launch
 
 
+def wait_with_a_timeout_raises_then_waits(rank, world):
+    """work.wait(timeout) waits on the host, and says so when the collective is late."""
+    x = torch.ones(16, device=device())
+    torch_simhpu._C._sleep_on_device(x, 600_000 if rank == 1 else 1000)  # rank 1 arrives 0.6 s late
+    work = dist.all_reduce(x, async_op=True)
+    if rank == 0:
+        try:
+            work.wait(timedelta(milliseconds=100))
+        except RuntimeError as e:
+            message = str(e)
+        else:
+            raise AssertionError("wait(timeout) returned before the peer arrived")
+    else:
+        message = None
+    work.wait(timedelta(seconds=30))
+    assert_close(x.cpu(), torch.full((16,), float(world)))
+    return message
+
+
+def skipped_collective_gives_up_its_turn(rank, world):
+    """A collective whose input an earlier kernel failure left undefined never
+    runs; it must not keep the group's later collectives waiting for its turn."""
+    x = torch.ones(8, device=device())
+    torch_simhpu._C._launch_failing_kernel(x)
+    dist.all_reduce(x)  # skipped on both ranks: its input is undefined
+    try:
+        torch.simhpu.synchronize()
+    except RuntimeError as e:
+        message = str(e)
+    else:
+        raise AssertionError("the failure was not reported")
+    y = torch.full((8,), float(rank + 1), device=device())
+    dist.all_reduce(y)
+    assert_close(y.cpu(), torch.full((8,), float(sum(range(1, world + 1)))))
+    return message
+
+
+def ddp_reports_device_times(rank, world):
+    """DDP's runtime statistics come from the device timer (csrc/distributed/ddp_timer.cpp)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    ddp = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                                      torch.nn.Linear(256, 8)).to(device()))
+    ddp._set_ddp_runtime_logging_sample_rate(1)
+    x = torch.randn(32, 64, device=device())
+    for _ in range(3):
+        ddp(x).sum().backward()
+    data = ddp._get_ddp_logging_data()
+    return {key: data.get(key, 0) for key in ("avg_forward_compute_time", "avg_backward_compute_time",
+                                              "avg_backward_comm_time")}
+
+
 def future_of_work(rank, world):
     x = torch.full((4,), float(rank + 1), device=device())
     fut = dist.all_reduce(x, async_op=True).get_future()

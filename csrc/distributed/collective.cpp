@@ -91,7 +91,7 @@ struct Operation {
     cv.notify_all();
   }
 
-  // Waits for the transport (once, whoever asks first), then finishes.
+  // Waits for the transport (once, whoever asks first).
   void complete() {
     {
       std::unique_lock<std::mutex> lock(mu);
@@ -104,9 +104,6 @@ struct Operation {
       try {
         if (transfer) {
           transfer->wait();
-        }
-        if (call.finish) {
-          call.finish();
         }
       } catch (const std::exception& e) {
         fail(e.what());

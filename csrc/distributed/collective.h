@@ -58,8 +58,6 @@ struct CollectiveCall {
   // Runs on the worker: starts the transport's operation (over host views of
   // the tensors) and returns its Work.
   std::function<c10::intrusive_ptr<c10d::Work>()> start;
-  // Runs on the worker once the transport's operation has completed (AVG's division, say).
-  std::function<void()> finish;
   std::optional<c10::Device> device;  // where it runs, for one without tensors (barrier)
   bool point_to_point = false;
   bool blocks_host = false;  // barrier: wait() returns once every rank has arrived

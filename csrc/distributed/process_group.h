@@ -22,7 +22,6 @@ class ProcessGroupSimHPU final : public c10d::Backend {
   ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size);
 
   const std::string getBackendName() const override { return "simccl"; }
-  const c10::intrusive_ptr<c10d::Backend>& transport() const { return transport_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

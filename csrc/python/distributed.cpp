@@ -17,8 +17,7 @@ void bind_distributed(pybind11::module_& m) {
              return c10::make_intrusive<ProcessGroupSimHPU>(transport, rank, size);
            }),
            py::arg("transport"), py::arg("rank"), py::arg("size"),
-           "A simccl backend over `transport` (a gloo backend of the same ranks).")
-      .def_property_readonly("transport", &ProcessGroupSimHPU::transport);
+           "A simccl backend over `transport` (a gloo backend of the same ranks).");
 }
 
 } // namespace simhpu

@@ -88,6 +88,21 @@ def test_collective_waits_for_the_stream_not_the_host(ranks):
     assert not done0
 
 
+def test_wait_with_a_timeout_raises_when_the_collective_is_late(ranks):
+    message = ranks.run("wait_with_a_timeout_raises_then_waits")[0]
+    assert "simccl all_reduce on rank 0 of 2: not complete after 100 ms" in message, message
+
+
+def test_a_skipped_collective_gives_up_its_turn(ranks):
+    message = ranks.run("skipped_collective_gives_up_its_turn")[0]
+    assert "fail_on_device" in message, message
+
+
+def test_ddp_runtime_statistics_come_from_the_device(ranks):
+    times = ranks.run("ddp_reports_device_times")[0]
+    assert all(t > 0 for t in times.values()), times
+
+
 def test_barrier_waits_for_every_rank(ranks):
     waited = ranks.run("barrier_waits_for_every_rank")
     assert waited[0] > 0.3, waited
