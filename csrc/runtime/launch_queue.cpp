@@ -76,7 +76,9 @@ void LaunchQueue::drain() {
 
 void LaunchQueue::synchronize() {
   drain();
-  report_failure();
+  if (std::optional<std::string> failure = take_failure()) {
+    TORCH_CHECK(false, *failure);
+  }
 }
 
 bool LaunchQueue::idle() const {
@@ -174,17 +176,11 @@ void LaunchQueue::run(LaunchRecord& record) {
   }
 }
 
-void LaunchQueue::report_failure() {
-  std::string message;
-  {
-    std::lock_guard<std::mutex> lock(failure_mu_);
-    if (!failure_) {
-      return;
-    }
-    message = std::move(*failure_);
-    failure_.reset();
-  }
-  TORCH_CHECK(false, message);
+std::optional<std::string> LaunchQueue::take_failure() {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  std::optional<std::string> failure = std::move(failure_);
+  failure_.reset();
+  return failure;
 }
 
 } // namespace simhpu

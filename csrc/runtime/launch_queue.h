@@ -47,6 +47,10 @@ class LaunchQueue {
 
   void synchronize();
 
+  // The failure a kernel of this queue left for the next synchronisation, if
+  // any; taking it clears it.
+  std::optional<std::string> take_failure();
+
   bool idle() const;
 
   void release_finished();
@@ -65,8 +69,6 @@ class LaunchQueue {
   void work();
 
   void run(LaunchRecord& record);
-
-  void report_failure();
 
   // Read-only after construction.
   const c10::Stream stream_;

@@ -191,12 +191,25 @@ void synchronize_device(c10::DeviceIndex device) {
   check_device_index(device, "synchronize");
   check_not_forked();
   before_host_wait(device, "synchronizing");
+  // Every stream is waited for before any failure is reported, and every
+  // stream's failure is reported together: a device synchronisation that raised
+  // on the first stream would leave the others running, and their failures
+  // (often kernels skipped because of the one reported) for a later call.
   auto& streams = streams_of(device);
   for (auto& q : streams.queues) {
     if (LaunchQueue* queue = q.load()) {
-      queue->synchronize();
+      queue->drain();
     }
   }
+  std::string failures;
+  for (auto& q : streams.queues) {
+    if (LaunchQueue* queue = q.load()) {
+      if (std::optional<std::string> failure = queue->take_failure()) {
+        failures += (failures.empty() ? "" : "\n") + *failure;
+      }
+    }
+  }
+  TORCH_CHECK(failures.empty(), failures);
 }
 
 void synchronize_all_devices() {

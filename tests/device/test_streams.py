@@ -159,6 +159,27 @@ def test_kernel_failure_on_one_stream_leaves_others_working():
     bad.synchronize()
 
 
+def test_device_synchronize_reports_the_failures_of_every_stream_at_once():
+    """A kernel on a second stream that reads what a failed kernel left undefined
+    is skipped; one device synchronisation reports both, and the next is clean."""
+    first, second = torch.simhpu.Stream(), torch.simhpu.Stream()
+    x = torch.ones(4, device="simhpu")
+    torch.simhpu.synchronize()
+    with torch.simhpu.stream(first):
+        torch_simhpu._C._launch_failing_kernel(x)
+        done = first.record_event()
+    with torch.simhpu.stream(second):
+        second.wait_event(done)
+        x.add_(1)
+    with pytest.raises(RuntimeError) as raised:
+        torch.simhpu.synchronize()
+    message = str(raised.value)
+    assert "fail_on_device" in message and "was not run" in message, message
+    torch.simhpu.synchronize()
+    y = torch.ones(4, device="simhpu") * 3
+    torch.testing.assert_close(y.cpu(), torch.full((4,), 3.0))
+
+
 def test_many_threads_on_two_streams():
     """8 Python threads launch 10,000 ops across 2 streams: results right, no memory left behind."""
     # Tensors of earlier tests held by reference cycles (tracebacks of expected
