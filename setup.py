@@ -181,10 +181,13 @@ INCLUDE_DIRS = [os.path.join(ROOT, "csrc"), os.path.join(ROOT, GENERATED, "inclu
 # dynamic symbols are exactly namespace simhpu (exports.map): torch's inline
 # code compiled into it stays local, as -fvisibility=hidden would keep it, and
 # -Bsymbolic-functions binds its own calls at link time (no PLT on the launch path).
+# Kineto's plugin headers (csrc/profiler/kineto_plugin.cpp) include each other by bare name.
+KINETO_INCLUDE = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
+
 core_library = CppExtension(
     name=CORE_LIBRARY,
     sources=_handwritten_sources(python=False),
-    include_dirs=INCLUDE_DIRS,
+    include_dirs=INCLUDE_DIRS + [KINETO_INCLUDE],
     extra_compile_args=COMPILE_FLAGS,
     extra_link_args=["-fopenmp", f"-Wl,--version-script={os.path.join(ROOT, 'csrc', 'exports.map')}",
                      "-Wl,-Bsymbolic-functions", "-Wl,-soname,libtorch_simhpu.so"],

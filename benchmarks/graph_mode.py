@@ -67,10 +67,10 @@ if device != "cpu":
         forward = torch.compile(lambda b: model(input_ids=b).logits)
         forward(batch)
         torch.simhpu.synchronize()
-        _C._start_trace()
+        mark = _C._start_trace()
         forward(batch)
         _C._synchronize_all()
-        launches = len(_C._stop_trace())
+        launches = len(_C._stop_trace(mark))
 print(best, compile_seconds, launches, first_loss, float(step()))
 """
 

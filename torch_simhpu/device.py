@@ -23,6 +23,10 @@ def is_initialized() -> bool:
     return True
 
 
+def init() -> None:
+    """Does nothing: the device is ready once torch_simhpu is imported (torch.cuda.init's contract)."""
+
+
 def device_count() -> int:
     return _C._device_count()
 
@@ -108,6 +112,14 @@ def manual_seed_all(seed: int) -> None:
 @torch.compiler.disable
 def seed() -> None:
     _default_generator().seed()
+
+
+@torch.compiler.disable
+def seed_all() -> None:
+    """Seed every device's generator with one non-deterministic random number."""
+    random_seed = _default_generator().seed()
+    for index in range(device_count()):
+        _default_generator(index).manual_seed(random_seed)
 
 
 @torch.compiler.disable

@@ -5,26 +5,34 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 
 from torch_simhpu import _C
 
 
 @contextlib.contextmanager
-def trace(path: str):
-    _C._start_trace()
+def trace(path: str | os.PathLike):
+    """Blocks may nest: each file holds the kernels launched while its own block ran.
+
+    The file is written when the block ends, whether or not a kernel failed in it;
+    the failure is raised after the file is written. A path that cannot be written
+    is refused at the start of the block.
+    """
+    file = open(os.fspath(path), "w")  # noqa: SIM115 - closed below, after the block
+    mark = _C._start_trace()
     try:
         yield
     finally:
-        _C._synchronize_all()
-        entries = _C._stop_trace()
-        with open(path, "w") as f:
-            json.dump({"traceEvents": chrome_events(entries), "displayTimeUnit": "ms"}, f)
+        with file:
+            entries = _C._stop_trace(mark)  # waits for the kernels launched so far
+            json.dump({"traceEvents": chrome_events(entries), "displayTimeUnit": "ms"}, file)
+    _C._synchronize_all()  # a kernel of the block that failed is raised here
 
 
 def chrome_events(entries) -> list[dict]:
     """Two spans per kernel: waiting in the queue, then running, on the stream's row."""
     events = []
-    for kernel, op, file, line, device, stream, queued, start, end in entries:
+    for kernel, op, file, line, device, stream, queued, start, end, _correlation in entries:
         pid = f"simhpu:{device}"
         args = {"op": op, "launched at": f"{file}:{line}" if file else "(not from Python)",
                 "queued (us)": (start - queued) / 1e3, "ran (us)": (end - start) / 1e3}

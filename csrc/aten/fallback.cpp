@@ -223,6 +223,29 @@ void prefer_cpu_kernels_over_composites() {
 
 namespace {
 
+// Quantized tensors have no device form (no quantized kernels, no quantizer for
+// device memory). A call that would make one is refused at once, naming it:
+// meta kernels describe quantize_per_tensor's result as float, so it would
+// otherwise fail only on the worker. Calls on quantized device tensors reach the
+// QuantizedPrivateUse1 fallback below.
+constexpr const char* kNoQuantizedTensors =
+    "quantized tensors do not exist on the simhpu device; quantize and run quantized operators on the CPU "
+    "(tensor.cpu()), or keep the device work in floating point";
+
+void refuse_quantized_dtype(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (ref.args[i] == ReferenceOp::Arg::ScalarType && args[i].isInt()) {
+      const auto dtype = static_cast<c10::ScalarType>(args[i].toInt());
+      TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(dtype), "simhpu: ", ref.name, ": argument '",
+                                  ref.op.schema().arguments()[i].name(), "' is ", dtype, ", and ", kNoQuantizedTensors);
+    }
+  }
+}
+
+void refuse_quantized_call(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "simhpu: ", op.schema().operator_name(), ": ", kNoQuantizedTensors);
+}
+
 void run_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool synchronized) {
   const ReferenceOp& ref = reference_op(op);
   if (ref.kind == ReferenceOp::Kind::NoCpuKernel) {
@@ -234,6 +257,7 @@ void run_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* sta
     refuse_reference_path(ref.name);
   }
   const size_t first = stack->size() - ref.num_args();
+  refuse_quantized_dtype(ref, c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args()));
   const c10::Device device = call_device(ref, stack, first);
   const c10::DeviceGuard guard(device);
   switch (ref.kind) {
@@ -260,6 +284,10 @@ void reference_fallback_synchronized(const c10::OperatorHandle& op, torch::jit::
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&reference_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized_call>());
 }
 
 } // namespace simhpu

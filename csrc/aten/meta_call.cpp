@@ -73,6 +73,7 @@ c10::IValue MetaArguments::value(const c10::IValue& arg, ReferenceOp::Arg kind) 
     }
     case ReferenceOp::Arg::Generator:
       return c10::IValue();
+    case ReferenceOp::Arg::ScalarType:
     case ReferenceOp::Arg::Other:
       return arg.isDevice() && arg.toDevice().is_privateuseone() ? c10::IValue(c10::Device(c10::kMeta)) : arg;
   }

@@ -228,6 +228,7 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
       case ReferenceOp::Arg::Generator:
         record.args.emplace_back(generator_for_launch(ref, arg, device));
         break;
+      case ReferenceOp::Arg::ScalarType:
       case ReferenceOp::Arg::Other:
         if (arg.isDevice() && arg.toDevice().is_privateuseone()) {
           record.args.emplace_back(c10::IValue(c10::Device(c10::kCPU)));

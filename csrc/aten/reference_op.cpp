@@ -12,7 +12,8 @@ namespace simhpu {
 namespace {
 
 ReferenceOp::Arg classify_arg(const c10::Argument& arg) {
-  c10::TypePtr type = arg.type();
+  // The real type: a ScalarType argument's type() is int.
+  c10::TypePtr type = arg.real_type();
   if (type->kind() == c10::TypeKind::OptionalType) {
     type = type->containedType(0);
   }
@@ -21,6 +22,8 @@ ReferenceOp::Arg classify_arg(const c10::Argument& arg) {
       return ReferenceOp::Arg::Tensor;
     case c10::TypeKind::GeneratorType:
       return ReferenceOp::Arg::Generator;
+    case c10::TypeKind::ScalarTypeType:
+      return ReferenceOp::Arg::ScalarType;
     case c10::TypeKind::ListType: {
       const c10::TypePtr& element = type->containedType(0);
       if (element->kind() == c10::TypeKind::TensorType) {

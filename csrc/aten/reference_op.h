@@ -18,7 +18,7 @@ struct ReferenceOp {
     Synchronized,   // output shape depends on data, or no meta kernel: the host waits
     NoCpuKernel,    // nothing to run it with
   };
-  enum class Arg : uint8_t { Tensor, TensorList, OptionalTensorList, Generator, Other };
+  enum class Arg : uint8_t { Tensor, TensorList, OptionalTensorList, Generator, ScalarType, Other };
 
   explicit ReferenceOp(c10::OperatorHandle handle) : op(std::move(handle)) {}
 

@@ -107,12 +107,14 @@ PYBIND11_MODULE(_C, m) {
     return simhpu::default_generator(simhpu::device_arg(index, "default_generator"));
   });
   m.def("_start_trace", &simhpu::start_trace);
-  m.def("_stop_trace", [] {
+  m.def("_stop_trace", [](uint64_t mark) {
+    // Waits for what was launched so far; a failure stays for the next synchronising call.
+    for (c10::DeviceIndex d = 0; d < simhpu::device_count(); ++d) simhpu::drain_launches(d);
     py::list out;
-    for (const auto& e : simhpu::stop_trace()) {
+    for (const auto& e : simhpu::stop_trace(mark)) {
       out.append(py::make_tuple(e.kernel, e.op, e.file ? py::object(py::str(e.file)) : py::object(py::none()),
                                 e.line, static_cast<int>(e.device), static_cast<int64_t>(e.stream),
-                                e.queued_ns, e.start_ns, e.end_ns));
+                                e.queued_ns, e.start_ns, e.end_ns, e.correlation));
     }
     return out;
   });

@@ -39,8 +39,9 @@ void set_device(c10::DeviceIndex index) {
   tls_current_device = index;
 }
 
+// RuntimeError, as CUDA's "invalid device ordinal" is.
 void check_device_index(int64_t index, const char* who) {
-  TORCH_CHECK_INDEX(
+  TORCH_CHECK(
       index >= 0 && index < device_count(),
       who, ": device index ", index, " is out of range; simhpu has ",
       static_cast<int>(device_count()), " device(s) (set SIMHPU_DEVICE_COUNT to change)");

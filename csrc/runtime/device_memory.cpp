@@ -1,6 +1,7 @@
 #include "runtime/device_memory.h"
 
 #include "runtime/device.h"
+#include "runtime/env_flags.h"
 
 #include <c10/util/Exception.h>
 
@@ -26,11 +27,6 @@ struct DeviceMemory::FreeRanges {
 
 namespace {
 
-bool read_strict() {
-  const char* env = std::getenv("SIMHPU_STRICT");
-  return env != nullptr && std::strcmp(env, "1") == 0;
-}
-
 size_t read_limit() {
   const char* env = std::getenv("SIMHPU_MEMORY_LIMIT");
   constexpr size_t kDefault = size_t(8) << 30;
@@ -42,17 +38,20 @@ size_t read_limit() {
   std::string suffix(unit);
   for (auto& c : suffix) c = static_cast<char>(std::toupper(c));
   const std::map<std::string, double> units = {
-      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-      {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}};
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"KIB", 0x1p10}, {"MIB", 0x1p20}, {"GIB", 0x1p30}, {"TIB", 0x1p40}};
   auto it = units.find(suffix);
   TORCH_CHECK(unit != env && it != units.end() && std::isfinite(value) && value > 0,
-              "SIMHPU_MEMORY_LIMIT must be a size such as 512MB, 2GB or 1GiB, got '", env, "'");
-  // The device's memory is one reserved range of the address space: at least a
-  // page, at most what a 47-bit user address space can hold.
-  constexpr double kMinBytes = 4096, kMaxBytes = double(uint64_t(1) << 46);
+              "SIMHPU_MEMORY_LIMIT must be a size such as 512MB, 2GB, 1GiB or 1TiB, got '", env, "'");
+  // Each device's memory is reserved address space, mapped twice (the host's view
+  // and the kernels' view): every device's two mappings must fit in a 47-bit user
+  // address space, so the most a device can have shrinks with the device count.
+  constexpr double kMinBytes = 4096;
+  const uint64_t max_bytes = (uint64_t(1) << 46) / (2 * uint64_t(device_count()));
   const double bytes_wanted = value * it->second;
-  TORCH_CHECK(bytes_wanted >= kMinBytes && bytes_wanted <= kMaxBytes,
-              "SIMHPU_MEMORY_LIMIT must be from 4KiB to 64TiB, got '", env, "'");
+  TORCH_CHECK(bytes_wanted >= kMinBytes && bytes_wanted <= double(max_bytes),
+              "SIMHPU_MEMORY_LIMIT must be from 4KiB to ", max_bytes >> 30, "GiB with ",
+              static_cast<int>(device_count()), " device(s), got '", env, "'");
   const size_t bytes = static_cast<size_t>(bytes_wanted);
   return (bytes + DeviceMemory::kGranularity - 1) / DeviceMemory::kGranularity * DeviceMemory::kGranularity;
 }
@@ -120,7 +119,7 @@ void* map_anonymous(size_t size) {
 } // namespace
 
 bool strict_mode() {
-  static const bool strict = read_strict();
+  static const bool strict = env_flag("SIMHPU_STRICT");
   return strict;
 }
 

@@ -107,6 +107,15 @@ struct SimhpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     synchronize_device(index);
   }
 
+  // Every dtype the CPU has, but quantized ones: quantized tensors do not exist
+  // on the device (their operators are refused at the call, naming them).
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability capability;
+    auto& types = capability.capability_data.supported_scalar_types;
+    types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
+    return capability;
+  }
+
   // Nothing to do: a launch record keeps every storage it uses alive until the
   // kernel has run, so memory used on another stream is never freed (and so
   // never reused) before that stream is past it.

@@ -166,7 +166,8 @@ void LaunchQueue::run(LaunchRecord& record) {
   std::optional<std::string> error = run_record(record);
   if (record.queued_ns >= 0 && record.kind == LaunchRecord::Kind::Kernel) {
     add_trace_entry({record.kernel->name, record.op_name, record.site.file(), record.site.line(),
-                     stream_.device_index(), stream_.id(), record.queued_ns, start_ns, trace_clock_ns()});
+                     stream_.device_index(), stream_.id(), record.queued_ns, start_ns, trace_clock_ns(),
+                     record.correlation});
   }
   if (error) {
     std::lock_guard<std::mutex> lock(failure_mu_);

@@ -105,6 +105,7 @@ void LaunchRecord::clear() {
   written_storages = 0;
   site = LaunchSite();
   queued_ns = -1;
+  correlation = 0;
 }
 
 } // namespace simhpu

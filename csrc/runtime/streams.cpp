@@ -2,6 +2,7 @@
 
 #include "runtime/capture.h"
 #include "runtime/device.h"
+#include "runtime/env_flags.h"
 #include "runtime/fork_guard.h"
 #include "runtime/host_openmp.h"
 #include "runtime/launch_queue.h"
@@ -12,7 +13,6 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -70,15 +70,10 @@ LaunchQueue& queue_of(const c10::Stream& stream) {
   return streams_of(stream.device_index()).queue(checked_id(stream));
 }
 
-bool read_launch_blocking() {
-  const char* env = std::getenv("SIMHPU_LAUNCH_BLOCKING");
-  return env != nullptr && std::strcmp(env, "1") == 0;
-}
-
 } // namespace
 
 bool launch_blocking() {
-  static const bool blocking = read_launch_blocking();
+  static const bool blocking = env_flag("SIMHPU_LAUNCH_BLOCKING");
   return blocking;
 }
 
@@ -137,6 +132,7 @@ void LaunchSlot::commit() {
   }
   if (tracing()) {
     record_->queued_ns = trace_clock_ns();
+    record_->correlation = current_correlation();
   }
   if (queue_ != nullptr) {
     queue_->publish(*record_);

@@ -10,8 +10,15 @@ std::atomic<bool> tracing_enabled{false};
 namespace {
 
 std::mutex mu;
-std::vector<TraceEntry>* entries = new std::vector<TraceEntry>();
-std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+// log[i] is entry number first_entry + i; marks are entry numbers, so a reader
+// that started before entries were dropped still finds its own.
+std::vector<TraceEntry>* log = new std::vector<TraceEntry>();
+uint64_t first_entry = 0;
+int readers = 0;
+
+const std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+
+thread_local std::vector<uint64_t> correlations;
 
 } // namespace
 
@@ -19,24 +26,46 @@ int64_t trace_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
 }
 
-void start_trace() {
-  std::lock_guard<std::mutex> lock(mu);
-  entries->clear();
-  origin = std::chrono::steady_clock::now();
-  tracing_enabled = true;
+int64_t unix_ns_of(int64_t trace_ns) {
+  const int64_t now_unix = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+  return now_unix - (trace_clock_ns() - trace_ns);
 }
 
-std::vector<TraceEntry> stop_trace() {
+uint64_t start_trace() {
   std::lock_guard<std::mutex> lock(mu);
-  tracing_enabled = false;
-  std::vector<TraceEntry> out;
-  out.swap(*entries);
+  ++readers;
+  tracing_enabled = true;
+  return first_entry + log->size();
+}
+
+std::vector<TraceEntry> stop_trace(uint64_t mark) {
+  std::lock_guard<std::mutex> lock(mu);
+  const size_t from = mark > first_entry ? static_cast<size_t>(mark - first_entry) : 0;
+  std::vector<TraceEntry> out(log->begin() + std::min(from, log->size()), log->end());
+  if (readers > 0 && --readers == 0) {
+    tracing_enabled = false;
+    first_entry += log->size();
+    log->clear();
+  }
   return out;
 }
 
 void add_trace_entry(const TraceEntry& entry) {
   std::lock_guard<std::mutex> lock(mu);
-  entries->push_back(entry);
+  log->push_back(entry);
+}
+
+void push_correlation(uint64_t id) {
+  correlations.push_back(id);
+}
+
+void pop_correlation() {
+  if (!correlations.empty()) correlations.pop_back();
+}
+
+uint64_t current_correlation() {
+  return correlations.empty() ? 0 : correlations.back();
 }
 
 } // namespace simhpu

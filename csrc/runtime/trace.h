@@ -1,7 +1,8 @@
 #pragma once
 // The runtime's own trace: for each kernel, when it was queued, started and
 // finished, on which device and stream, launched by which op and from where.
-// torch.simhpu.trace(path) turns it into a Chrome trace (chrome://tracing, Perfetto).
+// Two readers use it, each for a span of time, possibly nested: torch.simhpu.trace(path)
+// (a Chrome trace) and PyTorch's profiler (profiler/kineto_plugin.cpp).
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
@@ -18,18 +19,32 @@ struct TraceEntry {
   int line;
   c10::DeviceIndex device;
   c10::StreamId stream;
-  int64_t queued_ns;  // since the trace started
+  int64_t queued_ns;  // trace_clock_ns() at launch
   int64_t start_ns;
   int64_t end_ns;
+  uint64_t correlation;  // the profiler's id of the host op that launched it; 0: none
 };
 
 extern std::atomic<bool> tracing_enabled;
 inline bool tracing() {
   return tracing_enabled.load(std::memory_order_relaxed);
 }
+// Nanoseconds on a steady clock; unix_ns_of() converts its readings to the wall
+// clock PyTorch's profiler stamps host events with.
 int64_t trace_clock_ns();
-void start_trace();
-std::vector<TraceEntry> stop_trace();
+int64_t unix_ns_of(int64_t trace_ns);
+
+// A reader starts recording and gets a mark; stop_trace(mark) gives it every entry
+// recorded since (finished kernels: it synchronises first). Recording stops, and
+// the log is emptied, when the last reader stops.
+uint64_t start_trace();
+std::vector<TraceEntry> stop_trace(uint64_t mark);
 void add_trace_entry(const TraceEntry& entry);
+
+// The host op a launch belongs to, set by the profiler around each op on the
+// launching thread (a stack: ops nest).
+void push_correlation(uint64_t id);
+void pop_correlation();
+uint64_t current_correlation();
 
 } // namespace simhpu

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import torch_simhpu
+from helpers import run_python
 
 
 # Subprocesses run from tmp_path: from the repo root, `import torch_simhpu`
@@ -39,9 +40,33 @@ def test_set_device_and_context():
 
 
 def test_bad_device_index_is_reported():
-    with pytest.raises(IndexError, match="device index 5 is out of range; simhpu has 2"):
+    with pytest.raises(RuntimeError, match="device index 5 is out of range; simhpu has 2"):
         torch.simhpu.set_device(5)
     assert torch.simhpu.current_device() == 0
+
+
+def test_accelerator_set_device_index_out_of_range_is_a_runtime_error_as_on_cuda():
+    with pytest.raises(RuntimeError, match="device index 2 is out of range; simhpu has 2"):
+        torch.accelerator.set_device_index(2)
+    assert torch.accelerator.current_device_index() == 0
+
+
+def test_init_and_seed_all_as_torch_cuda():
+    torch.simhpu.init()
+    assert torch.simhpu.is_initialized()
+    torch.simhpu.seed_all()
+    seeds = {torch.simhpu._default_generator(i).initial_seed() for i in range(torch.simhpu.device_count())}
+    assert len(seeds) == 1  # one seed, every device
+    torch.simhpu.seed_all()
+    assert {torch.simhpu._default_generator(i).initial_seed() for i in range(torch.simhpu.device_count())} != seeds
+
+
+def test_device_capability_lists_every_dtype_but_quantized_ones():
+    capability = torch.accelerator.get_device_capability("simhpu:0")
+    supported = capability["supported_dtypes"]
+    assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64} <= set(supported)
+    assert not {torch.qint8, torch.quint8, torch.qint32} & set(supported)
+    assert torch.accelerator.get_device_capability(1) == capability
 
 
 def test_tensor_methods_like_cuda():
@@ -79,6 +104,27 @@ def test_launch_modes_give_the_same_results(blocking, tmp_path):
     env = dict(os.environ, SIMHPU_LAUNCH_BLOCKING=blocking)
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == f"{blocking == '1'} [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]"
+
+
+FLAG_SPELLINGS = [("1", True), ("true", True), ("TRUE", True), ("yes", True), ("On", True),
+                  ("0", False), ("false", False), ("no", False), ("OFF", False), ("", False)]
+
+
+@pytest.mark.parametrize("value, on", FLAG_SPELLINGS)
+def test_boolean_environment_flags_accept_the_usual_spellings(value, on, tmp_path):
+    code = "import torch, torch_simhpu; print(torch_simhpu._C._launch_blocking(), torch_simhpu._C._strict_mode())"
+    out = run_python(code, tmp_path, SIMHPU_LAUNCH_BLOCKING=value, SIMHPU_STRICT=value)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(on), str(on)]
+
+
+@pytest.mark.parametrize("flag", ["SIMHPU_LAUNCH_BLOCKING", "SIMHPU_STRICT"])
+@pytest.mark.parametrize("value", ["2", "enabled", "tru"])
+def test_a_boolean_environment_flag_spelled_otherwise_is_refused(flag, value, tmp_path):
+    code = "import torch, torch_simhpu; torch.ones(2, device='simhpu').sum().item()"
+    out = run_python(code, tmp_path, **{flag: value})
+    assert out.returncode != 0
+    assert f"{flag} must be 1, true, yes or on (to turn it on) or 0, false, no or off, got '{value}'" in out.stderr
 
 
 def test_device_count_from_environment(tmp_path):

@@ -24,12 +24,12 @@ def launches_in(fn, *args, with_ops=False):
     """(result, the kernel of each launch record the call queued), from the device's trace;
     with_ops: (kernel, launching operator) pairs."""
     torch.simhpu.synchronize()
-    _C._start_trace()
+    mark = _C._start_trace()
     try:
         result = fn(*args)
     finally:
         _C._synchronize_all()
-        entries = _C._stop_trace()
+        entries = _C._stop_trace(mark)
     return result, [(e[0], e[1]) if with_ops else e[0] for e in entries]
 
 
@@ -219,10 +219,10 @@ def test_trace_reports_compiled_launches_at_the_users_line():
         compiled = torch.compile(fn)
         compiled(x)
         torch.simhpu.synchronize()
-        _C._start_trace()
+        mark = _C._start_trace()
         compiled(x)
         _C._synchronize_all()
-        entries = _C._stop_trace()
+        entries = _C._stop_trace(mark)
     sites = {(e[2], e[3]) for e in entries}
     assert sites == {(__file__, fn.__code__.co_firstlineno + 1)}
 

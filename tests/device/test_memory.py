@@ -100,7 +100,7 @@ def test_bad_memory_limit_is_reported(tmp_path, limit):
     out = run_python("import torch, torch_simhpu\ntorch.empty(1, device='simhpu')\n", tmp_path,
                      SIMHPU_MEMORY_LIMIT=limit)
     assert out.returncode != 0
-    assert f"SIMHPU_MEMORY_LIMIT must be a size such as 512MB, 2GB or 1GiB, got '{limit}'" in out.stderr
+    assert f"SIMHPU_MEMORY_LIMIT must be a size such as 512MB, 2GB, 1GiB or 1TiB, got '{limit}'" in out.stderr
 
 
 @pytest.mark.parametrize("limit", ["1e30", "0.5B", "100", "100000GiB"])
@@ -108,7 +108,15 @@ def test_memory_limit_out_of_range_is_reported(tmp_path, limit):
     out = run_python("import torch, torch_simhpu\ntorch.empty(1, device='simhpu')\n", tmp_path,
                      SIMHPU_MEMORY_LIMIT=limit)
     assert out.returncode != 0
-    assert f"SIMHPU_MEMORY_LIMIT must be from 4KiB to 64TiB, got '{limit}'" in out.stderr
+    assert f"SIMHPU_MEMORY_LIMIT must be from 4KiB to 16384GiB with 2 device(s), got '{limit}'" in out.stderr
+
+
+@pytest.mark.parametrize("limit, expected", [("1TiB", 1 << 40), ("2TB", 2 * 10**12), ("16TiB", 16 << 40)])
+def test_memory_limit_in_terabytes(tmp_path, limit, expected):
+    out = run_python("import torch, torch_simhpu\nprint(torch.simhpu.mem_get_info()[1])\n", tmp_path,
+                     SIMHPU_MEMORY_LIMIT=limit)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == expected
 
 
 def test_strict_mode_is_on_in_the_test_suite():

@@ -553,3 +553,24 @@ def test_an_op_drawing_from_the_cpu_generator_is_seeded_by_the_device_and_leaves
     assert not torch.equal(torch.ops.simhpu_test.hidden_rand(x).cpu(), first)
     assert torch.equal(torch.get_rng_state(), cpu_state)
     assert routes.ops("synchronized") == ["simhpu_test::hidden_rand"]
+
+
+# Quantized tensors have no device form: refused at the call, naming the op ------------------------
+
+@pytest.mark.parametrize("make, op", [
+    (lambda t: torch.quantize_per_tensor(t, 0.1, 10, torch.qint8), "aten::quantize_per_tensor"),
+    (lambda t: torch.quantize_per_tensor_dynamic(t, torch.quint8, False), "aten::quantize_per_tensor_dynamic"),
+    (lambda t: torch.quantize_per_channel(t.view(2, 2), torch.ones(2, device="simhpu"),
+                                          torch.zeros(2, dtype=torch.long, device="simhpu"), 0, torch.qint8),
+     "aten::quantize_per_channel"),
+    (lambda t: torch.quantize_per_tensor(t.cpu(), 0.1, 10, torch.qint8).to("simhpu"), "aten::empty_quantized"),
+    (lambda t: torch.zeros(3, dtype=torch.quint8, device="simhpu"), "aten::empty"),
+    (lambda t: t.to(torch.qint32), "aten::empty"),
+])
+def test_quantized_tensors_are_refused_at_the_call(make, op):
+    t = torch.randn(4, device="simhpu")
+    with pytest.raises(NotImplementedError, match=rf"simhpu: {op}.*quantized tensors do not exist on the simhpu device"):
+        make(t)
+    torch.simhpu.synchronize()  # nothing was queued that fails later
+    torch.testing.assert_close((t * 2).cpu(), t.cpu() * 2)
+    assert torch.qint8 not in torch.accelerator.get_device_capability("simhpu")["supported_dtypes"]

@@ -174,7 +174,7 @@ def test_bfloat16_sum_of_2_to_the_31_plus_3_ones():
 ])
 def test_device_indices_out_of_range_are_refused(call):
     before = torch.simhpu.current_device()
-    with pytest.raises(IndexError, match="device index .* is out of range; simhpu has 2 device"):
+    with pytest.raises(RuntimeError, match="device index .* is out of range; simhpu has 2 device"):
         call()
     assert torch.simhpu.current_device() == before
 
@@ -230,6 +230,24 @@ def test_forked_child_that_never_touches_the_device_exits_cleanly(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "child status 0" in out.stdout
     assert out.stderr.strip() == "", out.stderr
+
+
+@pytest.mark.parametrize("parent_work", ["", "w = torch.ones(3, device='simhpu', requires_grad=True)\n"
+                                              "(w * 2).sum().backward()\n"])
+def test_forked_child_exits_at_once(tmp_path, parent_work):
+    """A child forked after a backward inherits the count of autograd's device threads but not the
+    threads; PyTorch's engine then waits 10 s for them at exit. Importing the device runs one backward."""
+    code = ("import os, time, torch\n" + parent_work +
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    raise SystemExit(0)\n"
+            "start = time.monotonic()\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print('child status', os.waitstatus_to_exitcode(status), 'after', time.monotonic() - start)\n")
+    out = run_python(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    _, _, status, _, seconds = out.stdout.split()
+    assert status == "0" and float(seconds) < 5.0, out.stdout
 
 
 def test_official_op_refusals_match_the_cpu_exactly():
