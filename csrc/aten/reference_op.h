@@ -43,6 +43,10 @@ struct ReferenceOp {
   size_t num_args() const { return args.size(); }
 };
 
+// Whether some calls of the operator ("aten::native_batch_norm", any overload)
+// are known to be shaped otherwise by its meta kernel than by its CPU kernel.
+bool meta_known_to_differ(const std::string& op_name);
+
 // The description of `op` (built on first use, then cached for good).
 const ReferenceOp& reference_op(const c10::OperatorHandle& op);
 

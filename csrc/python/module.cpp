@@ -1,6 +1,7 @@
 // torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
 #include "aten/exec_cmd.h"
 #include "aten/op_routes.h"
+#include "aten/reference_op.h"
 #include "custom_op/custom_op.h"
 #include "python/compiled_kernel.h"
 #include "python/distributed.h"
@@ -103,6 +104,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_strict_mode", &simhpu::strict_mode);
   m.def("_memory_limit", &simhpu::memory_limit_bytes);
   m.def("_kernel_names", &simhpu::registered_kernel_names);
+  m.def("_meta_known_to_differ", &simhpu::meta_known_to_differ);
   m.def("_default_generator", [](int64_t index) {
     return simhpu::default_generator(simhpu::device_arg(index, "default_generator"));
   });
