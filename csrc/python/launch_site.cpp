@@ -27,17 +27,19 @@ struct CodeInfo {
   bool in_library = false;
 };
 
-// Folders of torch and torch_simhpu: frames there are the library, not the caller.
+// Folders of torch and torch_simhpu, and contextlib.py (the `with` blocks that
+// end a compiled call or a graph capture): frames there are the library, not the caller.
 const std::vector<std::string>& library_dirs() {
   static const std::vector<std::string> dirs = [] {
     std::vector<std::string> found;
-    for (const char* name : {"torch", "torch_simhpu"}) {
+    for (const char* name : {"torch", "torch_simhpu", "contextlib"}) {
       PyObject* module = PyImport_ImportModule(name);
       PyObject* file = module ? PyObject_GetAttrString(module, "__file__") : nullptr;
       const char* path = file ? PyUnicode_AsUTF8(file) : nullptr;
       if (path != nullptr) {
-        std::string dir(path);
-        found.push_back(dir.substr(0, dir.rfind('/') + 1));
+        const std::string where(path);
+        const bool package = where.size() >= 12 && where.compare(where.size() - 12, 12, "/__init__.py") == 0;
+        found.push_back(package ? where.substr(0, where.rfind('/') + 1) : where);
       }
       Py_XDECREF(file);
       Py_XDECREF(module);

@@ -7,6 +7,7 @@
 // allocation fail with torch.OutOfMemoryError.
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
 #include "runtime/fork_guard.h"
@@ -228,6 +229,9 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
     check_not_forked();
     const c10::DeviceIndex device = current_device();
     void* ptr = cache_for(device).allocate(nbytes);
+    if (threads_capturing.load(std::memory_order_relaxed) != 0) {
+      note_allocation_for_capture(ptr);
+    }
     return {ptr, ptr, &free_block, device_of(device)};
   }
 

@@ -4,12 +4,14 @@
 #include "runtime/host_openmp.h"
 #include "runtime/launch_site.h"
 #include "runtime/streams.h"
+#include "runtime/undefined_memory.h"
 
 #include <c10/util/Exception.h>
 
 #include <atomic>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 namespace simhpu {
 namespace {
@@ -19,6 +21,7 @@ struct ThreadCapture {
   c10::Stream stream;
   std::shared_ptr<LaunchSequence> sequence;
   std::string invalidated;  // a graph capture that saw something it cannot capture
+  std::unordered_set<const void*> allocated = {};  // blocks allocated meanwhile on this thread
 };
 
 // At most one capture per thread; a nested graph or cluster joins it.
@@ -34,6 +37,9 @@ std::string describe(const c10::Stream& stream) {
 // failure is the sequence's.
 void run_sequence(LaunchRecord& record) {
   auto* sequence = static_cast<LaunchSequence*>(const_cast<void*>(record.payload));
+  for (const void* block : sequence->owned_blocks) {
+    forget_undefined(block);
+  }
   std::optional<std::string> first_failure;
   for (LaunchRecord& captured : sequence->records) {
     std::optional<std::string> failure = run_record(captured);
@@ -154,11 +160,26 @@ void begin_graph_capture() {
   begin_capture(ThreadCapture{CaptureKind::Graph, stream, std::make_shared<LaunchSequence>(), {}});
 }
 
+void note_allocation_for_capture(const void* block) {
+  if (tls_capture && tls_capture->kind == CaptureKind::Graph) {
+    tls_capture->allocated.insert(block);
+  }
+}
+
 std::shared_ptr<const LaunchSequence> end_graph_capture() {
   TORCH_CHECK(tls_capture && tls_capture->kind == CaptureKind::Graph,
               "simhpu: Graph.capture_end: this thread is not capturing a graph (call capture_begin first)");
   ThreadCapture capture = end_capture();
   TORCH_CHECK(capture.invalidated.empty(), "simhpu: Graph.capture_end: the capture failed: ", capture.invalidated);
+  // Only blocks the records hold: those live as long as the graph, so their
+  // addresses cannot come to name another tensor's memory.
+  std::unordered_set<const void*> owned;
+  for (const LaunchRecord& r : capture.sequence->records) {
+    for (const c10::Storage& storage : r.keep_alive) {
+      if (storage && capture.allocated.count(storage.data()) != 0) owned.insert(storage.data());
+    }
+  }
+  capture.sequence->owned_blocks.assign(owned.begin(), owned.end());
   return capture.sequence;
 }
 

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <vector>
 
 namespace simhpu {
 
@@ -28,6 +29,10 @@ namespace simhpu {
 // alive: memory a captured kernel touches is not reused while the sequence lives.
 struct LaunchSequence {
   std::deque<LaunchRecord> records;
+  // A graph's own memory: blocks allocated while it was captured that its records
+  // use. Each replay produces them anew, so a replay starts by forgetting what an
+  // earlier replay's failure left undefined there (the user's tensors stay marked).
+  std::vector<const void*> owned_blocks;
   size_t kernel_count() const;
 };
 
@@ -59,6 +64,9 @@ void before_host_wait(c10::DeviceIndex device, const char* what);
 // ("graph_replay" or "cluster" in traces and messages). A replay made while
 // this thread captures the stream is itself captured (it runs nested).
 void launch_sequence(const c10::Stream& stream, std::shared_ptr<const LaunchSequence> sequence, CaptureKind kind);
+
+// Called by the allocator for each block it hands out while threads capture.
+void note_allocation_for_capture(const void* block);
 
 // Capturing a graph: begin on the current stream of the current device, end returns the sequence.
 void begin_graph_capture();

@@ -318,6 +318,40 @@ def test_failing_kernel_in_replay_is_reported_and_device_stays_usable():
     torch.testing.assert_close((torch.ones(3, device="simhpu") * 2).cpu(), torch.full((3,), 2.0))
 
 
+def test_a_replay_after_a_failed_one_rewrites_the_graphs_own_memory():
+    """A failure leaves what the graph wrote undefined; the next replay writes it anew, so it runs."""
+    table = torch.randn(10, 4, device="simhpu")
+    static_idx = torch.tensor([1, 2, 3], device="simhpu")
+    g = torch.simhpu.Graph()
+    with torch.simhpu.graph(g):
+        static_out = torch.nn.functional.embedding(static_idx, table).sum(1) * 2
+    static_idx.copy_(torch.tensor([1, 20, 3]))
+    g.replay()
+    with pytest.raises(RuntimeError, match=r"graph_replay.*index out of range|graph_replay.*out of"):
+        torch.simhpu.synchronize()
+    with pytest.raises(RuntimeError, match="undefined"):
+        static_out.cpu()
+    static_idx.copy_(torch.tensor([4, 5, 6]))
+    g.replay()
+    torch.testing.assert_close(static_out.cpu(), table.cpu()[[4, 5, 6]].sum(1) * 2)
+
+
+def test_memory_a_failed_replay_left_undefined_outside_the_graph_stays_undefined():
+    """Only the graph's own memory is rewritten by a replay: a user's tensor it wrote in place is not."""
+    user = torch.ones(4, device="simhpu")
+    g = torch.simhpu.Graph()
+    with torch.simhpu.graph(g):
+        _C._launch_failing_kernel(user)
+    g.replay()
+    with pytest.raises(RuntimeError, match="fail_on_device"):
+        torch.simhpu.synchronize()
+    g.replay()
+    with pytest.raises(RuntimeError, match="fail_on_device"):
+        torch.simhpu.synchronize()
+    with pytest.raises(RuntimeError, match="undefined"):
+        user.cpu()
+
+
 # --- mode="reduce-overhead" ------------------------------------------------------
 
 def test_reduce_overhead_replays_a_captured_graph_and_equals_cpu():
@@ -524,3 +558,16 @@ def test_graph_capture_cannot_begin_inside_a_cluster():
         _C._end_cluster()
     with pytest.raises(RuntimeError, match="end_cluster without begin_cluster"):
         _C._end_cluster()
+
+
+def test_reduce_overhead_works_again_after_one_call_with_a_bad_index():
+    table = torch.randn(10, 4, device="simhpu")
+    fn = lambda idx: (torch.nn.functional.embedding(idx, table) * 2).sum(1)  # noqa: E731
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    good = torch.tensor([1, 2, 3], device="simhpu")
+    for _ in range(3):
+        torch.testing.assert_close(compiled(good).cpu(), fn(good).cpu())
+    with pytest.raises(RuntimeError, match=rf"launched by .* at {__file__}:\d+ failed"):
+        compiled(torch.tensor([1, 20, 3], device="simhpu")).cpu()
+    for _ in range(2):
+        torch.testing.assert_close(compiled(good).cpu(), fn(good).cpu())
