@@ -67,6 +67,7 @@ class Scope:
     values: frozenset  # names the expression can see
     npu_ops: frozenset  # npu_* operators it may call
     helpers: frozenset  # functions from csrc/autograd/formulas.h
+    lengths: tuple = ()  # (name, length) of the fixed-size arrays it may index (grad_input_mask, grads)
 
 
 @dataclass
@@ -168,7 +169,12 @@ class _Parser:
         text = self.binary(level + 1)
         while self.peek() in _BINARY_LEVELS[level] and self.kind() == "op":
             operator = self.take()
-            text = f"{text} {operator} {self.binary(level + 1)}"
+            right = self.binary(level + 1)
+            for operand in (text, right):
+                if operand.startswith('"'):
+                    raise ExpressionError(f"the string {operand} is an operand of '{operator}'; a string can "
+                                          "only be passed to a function")
+            text = f"{text} {operator} {right}"
         return text
 
     def unary(self) -> str:
@@ -192,6 +198,10 @@ class _Parser:
             else:
                 index = self.integer("an index")
                 self.take("]")
+                length = dict(self.scope.lengths).get(text)
+                if length is not None and int(index) >= length:
+                    raise ExpressionError(f"'{text}[{index}]' is out of range: here '{text}' has {length} "
+                                          f"element(s), indexed from 0")
                 text = f"{text}[{index}]"
         return text
 

@@ -6,6 +6,7 @@ its own derivatives.yaml (saved inputs and outputs, grads[i], result, ...).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections import Counter, defaultdict
@@ -151,7 +152,9 @@ def load_derivatives(path: str, project: Project, problems: Problems, root: str,
                 formulas[key] = entry[key].strip()  # one of torchgen's own words, not C++
                 continue
             try:
-                parsed = parse(entry[key], scope)
+                inputs = len(str(key).split(",")) if key != "result" else 0
+                lengths = (("grad_input_mask", inputs), ("grads", len(op.schema.returns)))
+                parsed = parse(entry[key], dataclasses.replace(scope, lengths=lengths))
             except ExpressionError as e:
                 bad(key, f"the formula {e}", "write one C++ expression over grad, the inputs and the outputs, "
                     "calling npu_* operators, aten operators or helpers from csrc/autograd/formulas.h")

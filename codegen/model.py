@@ -446,7 +446,8 @@ class _EntryLoader:
             if out not in exec_args:
                 self.bad("exec", f"output '{out}' is not passed to the kernel", f"add '{out}' to the exec arguments")
                 ok = False
-        if ok and exec_args[len(exec_args) - len(self.outs):] != self.outs:
+        inputs = exec_args[:len(exec_args) - len(self.outs)]
+        if ok and (exec_args[len(exec_args) - len(self.outs):] != self.outs or any(a in self.outs for a in inputs)):
             self.bad("exec", f"the outputs ({', '.join(self.outs)}) must come last, in order, and only once",
                      f"write 'exec: {kernel}, {', '.join(a for a in exec_args if a not in self.outs)}, "
                      f"{', '.join(self.outs)}'")
@@ -553,6 +554,9 @@ class _EntryLoader:
     def _variants(self, schema: FunctionSchema, outputs: list[Output], variants: list[str]) -> tuple:
         if "composite" in self.entry and variants:
             self.bad("variants", "composite ops have no out= or in-place variants", "remove 'variants:'")
+        if "composite" in self.entry and "checks" in self.entry:
+            self.bad("checks", "a composite op checks nothing itself: the ops its expression calls check their "
+                               "arguments", "remove 'checks:', or give the op a kernel (exec:) that needs them")
         if "inplace" in variants:
             first = schema.arguments.flat_positional[0] if schema.arguments.flat_positional else None
             if first is None or first.name != "self" or str(first.type) != "Tensor" or len(outputs) != 1:

@@ -84,6 +84,11 @@ SPECS = {
         'rules::check_same_shape(kOpName, "{0}", {0}, "{1}", {1})',
         '_rules.check_same_shape(_op, "{0}", {0}, "{1}", {1})',
         "same_shape(A, B)"),
+    "broadcasts_to": RuleSpec(
+        "check", ("tensor", "tensor"),
+        'rules::check_broadcasts_to(kOpName, "{0}", {0}, "{1}", {1})',
+        '_rules.check_broadcasts_to(_op, "{0}", {0}, "{1}", {1})',
+        "broadcasts_to(A, B)"),
     "index_tensor": RuleSpec(
         "check", ("tensor",),
         'rules::check_index_tensor(kOpName, "{0}", {0})',

@@ -148,6 +148,11 @@ def check_default(arg: Argument) -> tuple[str, str] | None:
     elif base in ("int[]", "SymInt[]"):
         items = value if isinstance(value, list) else [value]
         ok = all(isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1] for v in items)
+        size = re.search(r"\[(\d+)\]", str(arg.type))
+        if ok and size and isinstance(value, list) and len(value) != int(size.group(1)):
+            # int[2] x=[1, 2, 3]: PyTorch's parser would take it, and C++ would get three values for two.
+            return (f"{where} has the default {text[:40]}, of {len(value)} value(s) where the type holds "
+                    f"{size.group(1)}", f"write {size.group(1)} values, or one value for all (={value[0]})")
     else:
         ok = False
     return None if ok else (f"{where} has the default '{text[:40]}', which is not a valid {base}", _default_fix(base))

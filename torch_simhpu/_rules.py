@@ -161,6 +161,39 @@ def check_broadcastable(op: str, arg: str, t, shape) -> None:
         raise ValueError(f"{op}: argument '{arg}' of shape {sizes} does not broadcast to the output shape {shape}")
 
 
+def check_broadcasts_to(op: str, a_arg: str, a, b_arg: str, b) -> None:
+    if a is None:
+        return
+    sizes, to = _shape(a), _shape(b)
+    offset = len(to) - len(sizes)
+    if offset < 0 or any(s != 1 and s != to[offset + d] for d, s in enumerate(sizes)):
+        raise ValueError(f"{op}: argument '{a_arg}' of shape {sizes} does not broadcast to the shape of '{b_arg}', {to}")
+
+
+def check_scalar_fits(op: str, arg: str, value, dtype) -> None:
+    """As the adapter's check: the kernel converts the scalar to the dtype it computes in."""
+    import math
+
+    import torch
+    if value is None:
+        return
+    compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    parts = [value.real, value.imag] if isinstance(value, complex) else [value]
+    lost = isinstance(value, complex) and value.imag != 0 and not compute.is_complex
+    if compute.is_floating_point or compute.is_complex:
+        limit = torch.finfo(compute).max
+        fits = all(not math.isfinite(p) or abs(p) <= limit for p in parts)
+    elif compute != torch.bool:
+        info = torch.iinfo(compute)
+        fits = all(math.isfinite(p) and info.min <= p <= info.max for p in parts)
+    else:
+        fits = True
+    if lost or not fits:
+        imaginary = " or losing its imaginary part" if isinstance(value, complex) and not compute.is_complex else ""
+        raise ValueError(f"{op}: argument '{arg}' = {value} cannot be converted to {_dtype_name(compute)} "
+                         f"(the dtype the kernel computes {_dtype_name(dtype)} in) without overflow{imaginary}")
+
+
 def check_index_tensor(op: str, arg: str, index) -> None:
     import torch
     if index.dtype not in (torch.int64, torch.int32):

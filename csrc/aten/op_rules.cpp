@@ -1,7 +1,9 @@
 #include "aten/op_rules.h"
 
+#include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/OpMathType.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -139,6 +141,46 @@ void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
     const std::string name = std::string(b_arg) + "[" + std::to_string(i) + "]";
     check_same_shape(op, a_arg, a, name.c_str(), b[i]);
   }
+}
+
+void check_broadcasts_to(const char* op, const char* a_arg, const at::Tensor& a, const char* b_arg,
+                         const at::Tensor& b) {
+  const c10::IntArrayRef to = b.sizes();
+  const int64_t offset = static_cast<int64_t>(to.size()) - a.dim();
+  bool fits = offset >= 0;
+  for (int64_t d = 0; fits && d < a.dim(); ++d) {
+    fits = a.size(d) == 1 || a.size(d) == to[offset + d];
+  }
+  TORCH_CHECK_VALUE(fits, op, ": argument '", a_arg, "' of shape ", a.sizes(), " does not broadcast to the shape of '",
+                    b_arg, "', ", to);
+}
+
+void check_broadcasts_to(const char* op, const char* a_arg, const std::optional<at::Tensor>& a, const char* b_arg,
+                         const at::Tensor& b) {
+  if (a.has_value() && a->defined()) check_broadcasts_to(op, a_arg, *a, b_arg, b);
+}
+
+void check_scalar_fits(const char* op, const char* arg, const c10::Scalar& value, c10::ScalarType dtype) {
+  const c10::ScalarType compute = at::toOpMathType(dtype);
+  try {
+    AT_DISPATCH_V2(compute, "check_scalar_fits", AT_WRAP([&] { (void)value.to<scalar_t>(); }),
+                   AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16);
+  } catch (const std::exception&) {  // c10's overflow report (a c10::Error, or std::runtime_error in some builds)
+    TORCH_CHECK_VALUE(false, op, ": argument '", arg, "' = ", value, " cannot be converted to ", compute,
+                      " (the dtype the kernel computes ", dtype, " in) without overflow",
+                      value.isComplex() && !at::isComplexType(compute) ? " or losing its imaginary part" : "");
+  }
+}
+
+void check_scalar_fits(const char* op, const char* arg, const std::optional<c10::Scalar>& value,
+                       c10::ScalarType dtype) {
+  if (value.has_value()) check_scalar_fits(op, arg, *value, dtype);
+}
+
+void check_outputs_apart(const char* op, const char* a_arg, const at::Tensor& a, const char* b_arg,
+                         const at::Tensor& b) {
+  TORCH_CHECK(at::get_overlap_status(a, b) == at::MemOverlapStatus::No, op, ": out= arguments '", a_arg, "' and '",
+              b_arg, "' share memory, and the kernel writes both; pass distinct tensors");
 }
 
 void check_broadcastable(const char* op, const char* arg, const at::Tensor& t, c10::IntArrayRef shape) {

@@ -61,6 +61,23 @@ void check_same_shape(const char* op, const char* a_arg, const at::Tensor& a,
 // `t` broadcasts to `shape` (the output of an elementwise op).
 void check_broadcastable(const char* op, const char* arg, const at::Tensor& t, c10::IntArrayRef shape);
 
+// `a` (if given) broadcasts to `b`'s shape without changing it.
+void check_broadcasts_to(const char* op, const char* a_arg, const at::Tensor& a, const char* b_arg,
+                         const at::Tensor& b);
+void check_broadcasts_to(const char* op, const char* a_arg, const std::optional<at::Tensor>& a, const char* b_arg,
+                         const at::Tensor& b);
+
+// A Scalar argument (if given) converts to the dtype a kernel computes `dtype` in
+// (float for half and bfloat16), as the kernel will convert it: no overflow, no
+// imaginary part for a real dtype.
+void check_scalar_fits(const char* op, const char* arg, const c10::Scalar& value, c10::ScalarType dtype);
+void check_scalar_fits(const char* op, const char* arg, const std::optional<c10::Scalar>& value,
+                       c10::ScalarType dtype);
+
+// Two out= arguments of one call may not share memory: the kernel writes both.
+void check_outputs_apart(const char* op, const char* a_arg, const at::Tensor& a, const char* b_arg,
+                         const at::Tensor& b);
+
 // `index` holds indices: int64 or int32, and at most one dimension.
 void check_index_tensor(const char* op, const char* arg, const at::Tensor& index);
 

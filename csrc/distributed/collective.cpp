@@ -203,9 +203,10 @@ class CollectiveWork final : public c10d::Work {
   void synchronize() override { wait_on_host(::kNoTimeout); }
 
   // Makes the caller's current stream wait; the host waits only for a barrier,
-  // or when given a timeout (and then raises if it passes).
+  // or when given a timeout (and then raises if it passes). A failure is not
+  // raised here, even when it is already known: like any kernel's, it is reported
+  // at the next synchronising call, whether the peer failed before or after this.
   bool wait(std::chrono::milliseconds timeout) override {
-    raise_if_failed();
     if (op_->call.blocks_host || timeout != ::kNoTimeout) {
       wait_on_host(timeout);
       return true;

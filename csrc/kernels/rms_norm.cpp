@@ -14,7 +14,9 @@ namespace simhpu::kernels {
 void rms_norm(const DeviceTensor& x, const DeviceTensor& gamma, double eps,
               const DeviceTensor& y, const DeviceTensor& rstd) {
   const int64_t cols = x.dim() == 0 ? 1 : x.size(-1);
-  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  // One statistic per row, rows of no elements included: their mean of squares is
+  // 0/0, so rstd is NaN there, as torch's mean over an empty dimension is.
+  const int64_t rows = rstd.numel();
   SIMHPU_DISPATCH_FLOATING(x.dtype, "rms_norm", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* xp = x.data_as<const scalar_t>();

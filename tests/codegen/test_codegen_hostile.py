@@ -61,6 +61,10 @@ def derivatives(root):
     ("-" * 60 + "grad", "nests more than"),
     ("grad * 1" + "0" * 40, "is too long"),
     ("grad * alpha ? grad : grad : grad", "unexpected ':'"),
+    # Found by seeded mutations of the shipped YAML (issue 23): each reached the C++ compiler or worse.
+    ("grad_input_mask[7] ? grad : grad", "'grad_input_mask[7]' is out of range: here 'grad_input_mask' has 1"),
+    ("grads[1] * alpha", "'grads[1]' is out of range: here 'grads' has 1 element(s)"),
+    ('grad * "str"', "the string \"str\" is an operand of '*'"),
 ])
 def test_formula_injection_is_refused(codegen, project_dir, formula, message):
     edit(derivatives(project_dir), "  y: grad * alpha", "  y: " + json.dumps(formula))
@@ -137,6 +141,8 @@ def test_namespace_is_validated(codegen, project_dir, value):
     ("float eps=1e-06) -> (Tensor y", "float eps=1e-06, int zz=99999999999999999999) -> (Tensor y",
      "not a valid int"),
     ("float eps=1e-06) -> (Tensor y", 'float eps=1e-06, str zz="a\\\\nb") -> (Tensor y', "not a valid str"),
+    ("float eps=1e-06) -> (Tensor y", "float eps=1e-06, int[2] zz=[1,2,3]) -> (Tensor y",
+     "of 3 value(s) where the type holds 2"),
     ("npu_add_custom(Tensor x", "npu_" + "a" * 250 + "(Tensor x", "characters long; at most 64"),
     ("npu_add_custom(Tensor x", "npu_add\u200bcustom(Tensor x", "invisible or control character U+200B"),
     ("npu_add_custom(Tensor x, Tensor y)", "npu_add_custom(Tensor x, Tensor y\u200b)", "U+200B"),
@@ -165,6 +171,10 @@ def test_argument_names_that_collide_with_generated_code(codegen, project_dir, a
     ("exec: rms_norm, x, gamma, eps, y, rstd", "exec: rms_norm, x, gamma, eps, eps, y, rstd",
      "kernel 'rms_norm' takes 5 argument(s)"),
     ("exec: rms_norm, x, gamma, eps, y, rstd", "exec: rms_norm, y, gamma, eps, x, rstd", "must come last"),
+    # An output passed as an input too: the kernel would read memory nothing wrote.
+    ("exec: add_custom, x, y, out", "exec: add_custom, x, out, out", "must come last, in order, and only once"),
+    ("composite: npu_add_custom(x, y)", 'composite: npu_add_custom(x, y)\n    checks: ["same_shape(x, y)"]',
+     "a composite op checks nothing itself"),
 ])
 def test_exec_arguments_checked_against_the_kernel(codegen, project_dir, old, new, message):
     edit(ops(project_dir), old, new)

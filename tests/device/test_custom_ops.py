@@ -257,11 +257,44 @@ def still_usable():
      r"npu_add_custom: expected all tensors on one device, but argument 'y' is on simhpu:1"),
     (lambda: torch_simhpu.npu_scaled_add(torch.ones(3).simhpu(), torch.ones(3).simhpu(), "2"), TypeError,
      r"npu_scaled_add: argument 'alpha' must be a number"),
+    # Refused at the call, where the kernel would fail on the worker (found by issue 23's probing).
+    (lambda: torch_simhpu.npu_scaled_add(torch.ones(3).simhpu(), torch.ones(3).simhpu(), 1e308), ValueError,
+     r"npu_scaled_add: argument 'alpha' = 1e\+308 cannot be converted to Float \(the dtype the kernel computes "
+     r"Float in\) without overflow"),
+    (lambda: torch_simhpu.npu_scaled_add(torch.ones(3).half().simhpu(), torch.ones(3).half().simhpu(), 1e39),
+     ValueError, r"npu_scaled_add: argument 'alpha' = 1e\+39 cannot be converted to Float \(the dtype the kernel "
+                 r"computes Half in\)"),
+    (lambda: torch_simhpu.npu_scaled_add(torch.ones(3).simhpu(), torch.ones(3).simhpu(), 1j), ValueError,
+     r"npu_scaled_add: argument 'alpha' = \(0,1\) cannot be converted to Float .* or losing its imaginary part"),
+    (lambda: torch_simhpu.npu_lerp_scalar(torch.ones(3).simhpu(), torch.ones(3).simhpu(), 2j), ValueError,
+     r"npu_lerp_scalar: argument 'weight' = \(0,2\) cannot be converted to Float"),
+    (lambda: torch_simhpu.npu_weighted_sum(torch.ones(3).simhpu(), [torch.ones(3).simhpu()], torch.ones(5).simhpu()),
+     ValueError, r"npu_weighted_sum: argument 'bias' of shape \[5\] does not broadcast to the shape of 'self', \[3\]"),
+    (lambda: torch_simhpu.npu_weighted_sum(torch.ones(3).simhpu(), [torch.ones(3).simhpu()], offset=1e300 * 1e10j),
+     ValueError, r"npu_weighted_sum: argument 'offset' = .* cannot be converted to Float"),
+    (lambda: torch_simhpu.npu_mul_add(*[torch.ones(3).simhpu()] * 3, out=[torch.zeros(3).simhpu()] * 2),
+     RuntimeError, r"npu_mul_add: out= arguments 'prod' and 'total' share memory, and the kernel writes both"),
 ])
 def test_bad_input_names_the_op_and_leaves_the_device_usable(call, error, message):
     with pytest.raises(error, match=message):
         call()
     still_usable()
+
+
+def test_rms_norm_of_rows_of_no_elements_matches_the_reference():
+    x, gamma = torch.ones(2, 0), torch.ones(0)
+    y, rstd = torch_simhpu.npu_rms_norm(x.simhpu(), gamma.simhpu())
+    expected_rstd = x.pow(2).mean(-1, keepdim=True).add(1e-6).rsqrt()
+    assert y.shape == (2, 0)
+    torch.testing.assert_close(rstd.cpu(), expected_rstd, equal_nan=True)
+
+
+def test_fake_kernel_refuses_a_scalar_the_kernel_cannot_take():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        x = torch.empty(3, device="simhpu")
+        with pytest.raises(ValueError, match="npu_scaled_add: argument 'alpha' = 1e\\+308 cannot be converted to Float"):
+            torch.ops.npu.npu_scaled_add(x, x, 1e308)
 
 
 def test_fake_kernel_reports_bad_shapes_too():
