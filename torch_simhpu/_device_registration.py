@@ -17,6 +17,7 @@ def register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     atexit.register(_drain_at_exit)
     _check_autograd_engine()
+    device.memory._start_from_environment()
 
 
 def _drain_at_exit() -> None:

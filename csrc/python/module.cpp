@@ -7,6 +7,7 @@
 #include "python/distributed.h"
 #include "python/graphs.h"
 #include "python/launch_site.h"
+#include "python/memory_history.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
 #include "runtime/fork_guard.h"
@@ -143,6 +144,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launch_user_kernel", &simhpu::_launch_user_kernel);
 
   simhpu::bind_graphs(m);
+  simhpu::bind_memory_history(m);
   simhpu::bind_distributed(m);
   simhpu::bind_compiled_kernels(m);
   simhpu::register_generated_ops(m);

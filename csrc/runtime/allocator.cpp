@@ -11,6 +11,7 @@
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
 #include "runtime/fork_guard.h"
+#include "runtime/memory_history.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
 
@@ -22,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <vector>
 
 namespace simhpu {
@@ -66,22 +68,35 @@ class DeviceCache {
     // Some memory may be held only by launch records: wait for the device's
     // streams and clear them (outside the lock: clearing frees blocks).
     drain_launches(device_);
-    std::lock_guard<std::mutex> lock(mu_);
-    void* ptr = take_cached(size);
-    if (ptr == nullptr) {
-      stats_.num_alloc_retries++;
-      release_cached();
-      ptr = new_block(size);
-    }
-    if (ptr == nullptr) {
+    std::string out_of_memory;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      void* ptr = take_cached(size);
+      if (ptr == nullptr) {
+        stats_.num_alloc_retries++;
+        release_cached();
+        ptr = new_block(size);
+      }
+      if (ptr != nullptr) {
+        return hand_out(ptr, size, requested);
+      }
       stats_.num_ooms++;
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "simhpu: out of memory on device ", static_cast<int>(device_),
-                       ": tried to allocate ", format_bytes(requested), ", but only ",
-                       format_bytes(memory().free_bytes()), " of ", format_bytes(memory().capacity()),
-                       " is free (", format_bytes(stats_.allocated_bytes[kAll].current),
-                       " held by tensors). Free some tensors, or raise SIMHPU_MEMORY_LIMIT.");
+      out_of_memory = "simhpu: out of memory on device " + std::to_string(device_) + ": tried to allocate " +
+                      format_bytes(requested) + ", but only " + format_bytes(memory().free_bytes()) + " of " +
+                      format_bytes(memory().capacity()) + " is free (" +
+                      format_bytes(stats_.allocated_bytes[kAll].current) +
+                      " held by tensors). Free some tensors, or raise SIMHPU_MEMORY_LIMIT.";
     }
-    return hand_out(ptr, size, requested);
+    notify_out_of_memory(device_, requested);  // outside the lock: it may take a snapshot
+    TORCH_CHECK_WITH(OutOfMemoryError, false, out_of_memory);
+  }
+
+  std::vector<SegmentInfo> segments() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<SegmentInfo> out;
+    for (const auto& [ptr, size] : block_sizes_) out.push_back({reinterpret_cast<uintptr_t>(ptr), size, true});
+    for (const auto& [size, ptr] : cached_) out.push_back({reinterpret_cast<uintptr_t>(ptr), size, false});
+    return out;
   }
 
   void free(void* ptr) {
@@ -90,6 +105,7 @@ class DeviceCache {
     TORCH_INTERNAL_ASSERT(it != block_sizes_.end(), "simhpu: freeing an unknown device block");
     const size_t size = it->second;
     block_sizes_.erase(it);
+    if (recording_memory_history()) record_memory_event(device_, "free_completed", ptr, size);
     cache_block(size, ptr);
     stats_.allocated_bytes[kAll].decrease(size);
     stats_.active_bytes[kAll].decrease(size);
@@ -138,12 +154,14 @@ class DeviceCache {
     if (ptr != nullptr) {
       stats_.reserved_bytes[kAll].increase(size);
       stats_.segment[kAll].increase(1);
+      if (recording_memory_history()) record_memory_event(device_, "segment_alloc", ptr, size);
     }
     return ptr;
   }
 
   void* hand_out(void* ptr, size_t size, size_t requested) {
     block_sizes_[ptr] = size;
+    if (recording_memory_history()) record_memory_event(device_, "alloc", ptr, size);
     stats_.allocated_bytes[kAll].increase(size);
     stats_.active_bytes[kAll].increase(size);
     stats_.requested_bytes[kAll].increase(requested);
@@ -178,6 +196,9 @@ class DeviceCache {
       stats_.reserved_bytes[kAll].decrease(block);
       stats_.reserved_bytes[kAll].increase(size);
       memory().release(static_cast<char*>(ptr) + size, block - size);
+      if (recording_memory_history()) {
+        record_memory_event(device_, "segment_free", static_cast<char*>(ptr) + size, block - size);
+      }
     }
     return ptr;
   }
@@ -185,6 +206,7 @@ class DeviceCache {
   void release_cached() {
     for (const auto& [size, ptr] : cached_) {
       memory().release(ptr, size);
+      if (recording_memory_history()) record_memory_event(device_, "segment_free", ptr, size);
       stats_.reserved_bytes[kAll].decrease(size);
       stats_.segment[kAll].decrease(1);
     }
@@ -286,6 +308,11 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
 SimhpuAllocator the_allocator;
 
 } // namespace
+
+std::vector<SegmentInfo> device_segments(c10::DeviceIndex device) {
+  check_device_index(device, "memory snapshot");
+  return cache_for(device).segments();
+}
 
 // Makes at::GetAllocator(kPrivateUse1), and so every device factory, use this allocator.
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &the_allocator);

@@ -205,3 +205,94 @@ def test_memory_kept_by_finished_launches_is_reclaimed_before_out_of_memory(tmp_
     out = run_python(code, tmp_path, SIMHPU_MEMORY_LIMIT="64MiB")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
+
+
+# Memory history and snapshots (torch.cuda.memory's private API, PyTorch's visualiser format) -----
+
+@pytest.fixture
+def history():
+    torch.simhpu.synchronize()
+    torch.simhpu.memory._record_memory_history("all")
+    yield torch.simhpu.memory
+    torch.simhpu.memory._record_memory_history(None)
+
+
+def allocate_for_the_snapshot():  # a named frame the recorded stacks must show
+    return torch.empty(3 << 20, dtype=torch.uint8, device="simhpu")
+
+
+def test_snapshot_records_allocations_and_frees_with_their_python_stacks(history):
+    kept = allocate_for_the_snapshot()
+    freed = allocate_for_the_snapshot()
+    address = freed.data_ptr()
+    del freed
+    snapshot = history._snapshot()
+    events = snapshot["device_traces"][0]
+    allocs = [e for e in events if e["action"] == "alloc" and e["size"] >= 3 << 20]
+    assert len(allocs) == 2
+    assert any(f["name"] == "allocate_for_the_snapshot" and f["filename"] == __file__ for f in allocs[0]["frames"])
+    assert any(e["action"] == "free_completed" and e["addr"] == address for e in events)
+    segment = next(s for s in snapshot["segments"] if s["address"] == kept.data_ptr())
+    block = segment["blocks"][0]
+    assert block["state"] == "active_allocated" and block["size"] >= 3 << 20
+    assert any(f["name"] == "allocate_for_the_snapshot" for f in block["frames"])
+    freed_segment = next(s for s in snapshot["segments"] if s["address"] == address)
+    assert freed_segment["blocks"][0]["state"] == "inactive"  # cached for reuse
+    assert sum(s["allocated_size"] for s in snapshot["segments"] if s["device"] == 0) == \
+        torch.simhpu.memory_allocated(0)
+
+
+def test_pytorchs_memory_visualiser_reads_the_dumped_snapshot(history, tmp_path):
+    import pickle
+
+    from torch.cuda import _memory_viz
+    x = allocate_for_the_snapshot()
+    y = x.float() * 2  # a kernel's output, allocated by the launching thread
+    del x
+    path = tmp_path / "snapshot.pickle"
+    history._dump_snapshot(str(path))
+    snapshot = pickle.loads(path.read_bytes())
+    assert "<html" in _memory_viz.trace_plot(snapshot)
+    assert "<html" in _memory_viz.segment_plot(snapshot)
+    assert "segment" in _memory_viz.segsum(snapshot).lower()
+    del y
+
+
+def test_history_stops_and_forgets(history):
+    allocate_for_the_snapshot()
+    history._record_memory_history(None)
+    assert history._snapshot()["device_traces"][0] == []
+    allocate_for_the_snapshot()
+    assert history._snapshot()["device_traces"][0] == []
+
+
+@pytest.mark.parametrize("kwargs, message", [({"enabled": "everything"}, "enabled must be"),
+                                             ({"stacks": "cpp"}, "stacks must be"),
+                                             ({"max_entries": 0}, "max_entries must be")])
+def test_bad_history_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        torch.simhpu.memory._record_memory_history(**kwargs)
+
+
+def test_max_entries_keeps_the_newest_events(history):
+    history._record_memory_history("all", max_entries=3)
+    for _ in range(5):
+        allocate_for_the_snapshot()
+    assert len(history._snapshot()["device_traces"][0]) == 3
+
+
+def test_out_of_memory_writes_a_snapshot_when_asked(tmp_path):
+    path = tmp_path / "oom.pickle"
+    code = ("import pickle, torch, torch_simhpu\n"
+            "keep = torch.empty(40 << 20, dtype=torch.uint8, device='simhpu')\n"
+            "try:\n"
+            "    torch.empty(40 << 20, dtype=torch.uint8, device='simhpu')\n"
+            "except torch.OutOfMemoryError:\n"
+            "    print('oom')\n"
+            f"snapshot = pickle.load(open({str(path)!r}, 'rb'))\n"
+            "actions = [e['action'] for e in snapshot['device_traces'][0]]\n"
+            "print(actions[-1], any(s['address'] == keep.data_ptr() for s in snapshot['segments']))\n")
+    out = run_python(code, tmp_path, SIMHPU_MEMORY_LIMIT="64MiB", SIMHPU_OOM_SNAPSHOT=str(path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["oom", "oom", "True"]
+    assert f"memory snapshot written to {path}" in out.stderr

@@ -1,0 +1,88 @@
+// The Python side of the allocator's history: the stack each event is recorded
+// with, and the raw snapshot torch_simhpu/memory.py shapes for the visualiser.
+#include "python/memory_history.h"
+
+#include "runtime/device.h"
+#include "runtime/memory_history.h"
+
+#include <Python.h>
+#include <frameobject.h>
+
+namespace py = pybind11;
+
+namespace simhpu {
+namespace {
+
+// The calling thread's Python stack, innermost first; empty on a thread not
+// holding the GIL (a stream worker, autograd's device thread), which has none
+// of the user's frames and must not wait for the GIL inside the allocator.
+Stack python_stack() {
+  auto frames = std::make_shared<std::vector<StackFrame>>();
+  if (!Py_IsInitialized() || !PyGILState_Check()) return frames;
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    const char* name = PyUnicode_AsUTF8(code->co_name);
+    frames->push_back({file ? file : "", name ? name : "", PyFrame_GetLineNumber(frame)});
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  PyErr_Clear();
+  return frames;
+}
+
+py::list frames_of(const Stack& stack) {
+  py::list out;
+  if (stack) {
+    for (const StackFrame& f : *stack) {
+      out.append(py::dict(py::arg("filename") = f.file, py::arg("name") = f.name, py::arg("line") = f.line));
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+void bind_memory_history(py::module_& m) {
+  m.def("_record_memory_history", [](bool enabled, size_t max_entries) {
+    set_memory_history(enabled, max_entries, &python_stack);
+  });
+  m.def("_memory_events", [](int64_t device) {
+    py::list out;
+    for (const MemoryEvent& e : memory_events(static_cast<c10::DeviceIndex>(device))) {
+      out.append(py::dict(py::arg("action") = e.action, py::arg("addr") = e.address, py::arg("size") = e.size,
+                          py::arg("time_us") = e.time_us, py::arg("frames") = frames_of(e.frames)));
+    }
+    return out;
+  });
+  m.def("_memory_segments", [](int64_t device) {
+    py::list out;
+    for (const SegmentInfo& s : device_segments(static_cast<c10::DeviceIndex>(device))) {
+      out.append(py::make_tuple(s.address, s.size, s.active,
+                                frames_of(s.active ? allocation_stack(reinterpret_cast<const void*>(s.address)) : nullptr)));
+    }
+    return out;
+  });
+  // `observer(device, requested_bytes)` is called before an out-of-memory error is raised; None: no one.
+  m.def("_set_oom_observer", [](py::object observer) {
+    if (observer.is_none()) {
+      set_oom_observer(nullptr);
+      return;
+    }
+    auto held = std::make_shared<py::object>(std::move(observer));
+    set_oom_observer([held](c10::DeviceIndex device, size_t requested) {
+      py::gil_scoped_acquire gil;
+      try {
+        (*held)(static_cast<int>(device), requested);
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("simhpu: the out-of-memory observer");
+      }
+    });
+  });
+}
+
+} // namespace simhpu
