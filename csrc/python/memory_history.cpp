@@ -13,25 +13,36 @@ namespace py = pybind11;
 namespace simhpu {
 namespace {
 
-// The calling thread's Python stack, innermost first; empty on a thread not
-// holding the GIL (a stream worker, autograd's device thread), which has none
-// of the user's frames and must not wait for the GIL inside the allocator.
-Stack python_stack() {
-  auto frames = std::make_shared<std::vector<StackFrame>>();
-  if (!Py_IsInitialized() || !PyGILState_Check()) return frames;
+void walk_frames(std::vector<StackFrame>& frames) {
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const char* file = PyUnicode_AsUTF8(code->co_filename);
     const char* name = PyUnicode_AsUTF8(code->co_name);
-    frames->push_back({file ? file : "", name ? name : "", PyFrame_GetLineNumber(frame)});
+    frames.push_back({file ? file : "", name ? name : "", PyFrame_GetLineNumber(frame)});
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
   PyErr_Clear();
+}
+
+// The calling thread's Python stack, innermost first (the launch sites' policy):
+// a Python thread inside an aten op, whose binding released the GIL, takes it back
+// for a moment; a thread that never ran Python (a stream worker, autograd's device
+// thread) has none of the user's frames.
+Stack python_stack() {
+  auto frames = std::make_shared<std::vector<StackFrame>>();
+  if (!Py_IsInitialized()) return frames;
+  if (PyGILState_Check()) {
+    walk_frames(*frames);
+  } else if (PyGILState_GetThisThreadState() != nullptr) {
+    const PyGILState_STATE state = PyGILState_Ensure();
+    walk_frames(*frames);
+    PyGILState_Release(state);
+  }
   return frames;
 }
 

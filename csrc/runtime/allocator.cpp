@@ -54,15 +54,16 @@ class DeviceCache {
  public:
   explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
 
-  void* allocate(size_t requested) {
+  // `stack`: the caller's, for the memory history (null while it is not recorded).
+  void* allocate(size_t requested, const Stack& stack) {
     const size_t size = round_up(requested);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (void* ptr = take_cached(size); ptr != nullptr) {
-        return hand_out(ptr, size, requested);
+      if (void* ptr = take_cached(size, stack); ptr != nullptr) {
+        return hand_out(ptr, size, requested, stack);
       }
-      if (void* ptr = new_block(size); ptr != nullptr) {
-        return hand_out(ptr, size, requested);
+      if (void* ptr = new_block(size, stack); ptr != nullptr) {
+        return hand_out(ptr, size, requested, stack);
       }
     }
     // Some memory may be held only by launch records: wait for the device's
@@ -71,14 +72,14 @@ class DeviceCache {
     std::string out_of_memory;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      void* ptr = take_cached(size);
+      void* ptr = take_cached(size, stack);
       if (ptr == nullptr) {
         stats_.num_alloc_retries++;
-        release_cached();
-        ptr = new_block(size);
+        release_cached(stack);
+        ptr = new_block(size, stack);
       }
       if (ptr != nullptr) {
-        return hand_out(ptr, size, requested);
+        return hand_out(ptr, size, requested, stack);
       }
       stats_.num_ooms++;
       out_of_memory = "simhpu: out of memory on device " + std::to_string(device_) + ": tried to allocate " +
@@ -99,13 +100,13 @@ class DeviceCache {
     return out;
   }
 
-  void free(void* ptr) {
+  void free(void* ptr, const Stack& stack) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = block_sizes_.find(ptr);
     TORCH_INTERNAL_ASSERT(it != block_sizes_.end(), "simhpu: freeing an unknown device block");
     const size_t size = it->second;
     block_sizes_.erase(it);
-    if (recording_memory_history()) record_memory_event(device_, "free_completed", ptr, size);
+    if (recording_memory_history()) record_memory_event(device_, "free_completed", ptr, size, stack);
     cache_block(size, ptr);
     stats_.allocated_bytes[kAll].decrease(size);
     stats_.active_bytes[kAll].decrease(size);
@@ -113,9 +114,9 @@ class DeviceCache {
     stats_.active[kAll].decrease(1);
   }
 
-  void empty_cache() {
+  void empty_cache(const Stack& stack) {
     std::lock_guard<std::mutex> lock(mu_);
-    release_cached();
+    release_cached(stack);
   }
 
   DeviceStats stats() {
@@ -149,19 +150,19 @@ class DeviceCache {
  private:
   DeviceMemory& memory() { return device_memory(device_); }
 
-  void* new_block(size_t size) {
+  void* new_block(size_t size, const Stack& stack) {
     void* ptr = memory().allocate(size);
     if (ptr != nullptr) {
       stats_.reserved_bytes[kAll].increase(size);
       stats_.segment[kAll].increase(1);
-      if (recording_memory_history()) record_memory_event(device_, "segment_alloc", ptr, size);
+      if (recording_memory_history()) record_memory_event(device_, "segment_alloc", ptr, size, stack);
     }
     return ptr;
   }
 
-  void* hand_out(void* ptr, size_t size, size_t requested) {
+  void* hand_out(void* ptr, size_t size, size_t requested, const Stack& stack) {
     block_sizes_[ptr] = size;
-    if (recording_memory_history()) record_memory_event(device_, "alloc", ptr, size);
+    if (recording_memory_history()) record_memory_event(device_, "alloc", ptr, size, stack);
     stats_.allocated_bytes[kAll].increase(size);
     stats_.active_bytes[kAll].increase(size);
     stats_.requested_bytes[kAll].increase(requested);
@@ -184,7 +185,7 @@ class DeviceCache {
   }
 
   // The smallest cached block that fits without wasting more than half of it.
-  void* take_cached(size_t size) {
+  void* take_cached(size_t size, const Stack& stack) {
     auto it = cached_.lower_bound(size);
     if (it == cached_.end() || it->first > 2 * size) {
       return nullptr;
@@ -197,16 +198,16 @@ class DeviceCache {
       stats_.reserved_bytes[kAll].increase(size);
       memory().release(static_cast<char*>(ptr) + size, block - size);
       if (recording_memory_history()) {
-        record_memory_event(device_, "segment_free", static_cast<char*>(ptr) + size, block - size);
+        record_memory_event(device_, "segment_free", static_cast<char*>(ptr) + size, block - size, stack);
       }
     }
     return ptr;
   }
 
-  void release_cached() {
+  void release_cached(const Stack& stack) {
     for (const auto& [size, ptr] : cached_) {
       memory().release(ptr, size);
-      if (recording_memory_history()) record_memory_event(device_, "segment_free", ptr, size);
+      if (recording_memory_history()) record_memory_event(device_, "segment_free", ptr, size, stack);
       stats_.reserved_bytes[kAll].decrease(size);
       stats_.segment[kAll].decrease(1);
     }
@@ -238,7 +239,7 @@ void free_block(void* ptr) {
   forget_undefined(ptr);
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
     if (device_memory(d).contains(ptr)) {
-      cache_for(d).free(ptr);
+      cache_for(d).free(ptr, gather_memory_stack());
       return;
     }
   }
@@ -250,7 +251,7 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     check_not_forked();
     const c10::DeviceIndex device = current_device();
-    void* ptr = cache_for(device).allocate(nbytes);
+    void* ptr = cache_for(device).allocate(nbytes, gather_memory_stack());
     if (threads_capturing.load(std::memory_order_relaxed) != 0) {
       note_allocation_for_capture(ptr);
     }
@@ -270,7 +271,7 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-      cache_for(d).empty_cache();
+      cache_for(d).empty_cache(gather_memory_stack());
     }
   }
   // Launch records keep storages alive until their kernels ran, so a block is

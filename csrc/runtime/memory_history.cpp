@@ -44,14 +44,20 @@ void set_memory_history(bool enabled, size_t max_entries, std::function<Stack()>
   memory_history_enabled = enabled;
 }
 
-void record_memory_event(c10::DeviceIndex device, const char* action, const void* address, size_t size) {
+Stack gather_memory_stack() {
+  if (!recording_memory_history()) return nullptr;
   History& h = history();
   std::function<Stack()> gather;
   {
     std::lock_guard<std::mutex> lock(h.mu);
     gather = h.gather;
   }
-  Stack frames = gather ? gather() : nullptr;  // outside the lock: it may take the GIL
+  return gather ? gather() : nullptr;
+}
+
+void record_memory_event(c10::DeviceIndex device, const char* action, const void* address, size_t size,
+                         const Stack& frames) {
+  History& h = history();
   std::lock_guard<std::mutex> lock(h.mu);
   if (!memory_history_enabled.load(std::memory_order_relaxed)) return;
   auto& events = h.events[device];
@@ -59,7 +65,7 @@ void record_memory_event(c10::DeviceIndex device, const char* action, const void
   while (events.size() > h.max_entries) events.pop_front();
   const std::string_view what(action);
   if (what == "alloc") {
-    h.live_stacks[address] = std::move(frames);
+    h.live_stacks[address] = frames;
   } else if (what == "free_completed") {
     h.live_stacks.erase(address);
   }
@@ -86,7 +92,7 @@ void set_oom_observer(std::function<void(c10::DeviceIndex, size_t)> observer) {
 }
 
 void notify_out_of_memory(c10::DeviceIndex device, size_t requested) {
-  if (recording_memory_history()) record_memory_event(device, "oom", nullptr, requested);
+  if (recording_memory_history()) record_memory_event(device, "oom", nullptr, requested, gather_memory_stack());
   std::function<void(c10::DeviceIndex, size_t)> observer;
   {
     History& h = history();

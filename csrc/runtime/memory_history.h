@@ -38,7 +38,11 @@ inline bool recording_memory_history() {
 // dropped first) or off (forgetting what was kept). `gather` captures the calling
 // thread's Python stack; it is the Python module's, so this room needs no Python.
 void set_memory_history(bool enabled, size_t max_entries, std::function<Stack()> gather);
-void record_memory_event(c10::DeviceIndex device, const char* action, const void* address, size_t size);
+// The calling thread's stack, for the events of the allocator call it is in (null
+// while not recording). The allocator takes it before its own lock: it may wait for the GIL.
+Stack gather_memory_stack();
+void record_memory_event(c10::DeviceIndex device, const char* action, const void* address, size_t size,
+                         const Stack& frames);
 std::vector<MemoryEvent> memory_events(c10::DeviceIndex device);
 // The stack that allocated a block still held by a tensor (recorded while on), or null.
 Stack allocation_stack(const void* block);
