@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 # An installed torch_simhpu is loaded by `import torch` (its torch.backends entry
 # point); here, in the source tree, that would import the unbuilt package instead.
@@ -19,6 +20,10 @@ from setuptools.command.build_py import build_py  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, ROOT)  # pip runs this file with another working folder on sys.path
+
+import torch_simhpu_packaging  # noqa: E402
+
 GENERATED = os.path.join("build", "generated")
 CORE_LIBRARY = "torch_simhpu.lib.libtorch_simhpu"
 
@@ -45,30 +50,63 @@ class BuildPyWithCodegen(build_py):
             shutil.copyfile(src, dst)
 
 
-def _install_headers(include_dir: str) -> None:
+def _sdk_headers() -> list[str]:
     """The SDK for operator packages: every header under csrc/ (as they include
     each other: runtime/, aten/, kernels/, ..., torch_simhpu/extension.h), not the PCH."""
-    for header in glob.glob(os.path.join("csrc", "**", "*.h"), recursive=True):
-        rel = os.path.relpath(header, "csrc")
-        if rel.split(os.sep)[0] == "pch":
-            continue
-        dst = os.path.join(include_dir, rel)
+    headers = glob.glob(os.path.join(ROOT, "csrc", "**", "*.h"), recursive=True)
+    return sorted(os.path.relpath(h, ROOT) for h in headers if os.path.relpath(h, ROOT).split(os.sep)[1] != "pch")
+
+
+def _sdk_stamp() -> str:
+    """The hash of the SDK headers: a package compiled against other ones is
+    refused by the runtime (runtime/build_info.h) instead of crashing it."""
+    return torch_simhpu_packaging.tree_digest(ROOT, _sdk_headers())
+
+
+def _install_headers(include_dir: str) -> None:
+    for header in _sdk_headers():
+        dst = os.path.join(include_dir, os.path.relpath(header, "csrc"))
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copyfile(header, dst)
+        shutil.copyfile(os.path.join(ROOT, header), dst)
+    with open(os.path.join(include_dir, "torch_simhpu", "sdk_stamp.h"), "w") as f:
+        f.write("#pragma once\n// Written when the wheel was built: the hash of these headers.\n"
+                f'#define TORCH_SIMHPU_SDK_STAMP "{_sdk_stamp()}"\n')
+
+
+SDK_STAMP_SOURCE = os.path.join("build", "sdk_stamp", "sdk_stamp.cpp")
+
+
+def _write_sdk_stamp_source() -> None:
+    """The runtime's own copy of the stamp, in a translation unit of its own (a
+    header edit recompiles only it); rewritten only when it changes."""
+    text = ("// Written by setup.py: the hash of the SDK headers this library installs.\n"
+            f'namespace simhpu {{\nconst char* runtime_sdk_stamp() {{\n  return "{_sdk_stamp()}";\n}}\n}}\n')
+    path = os.path.join(ROOT, SDK_STAMP_SOURCE)
+    if os.path.exists(path) and open(path).read() == text:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def _version() -> str:
-    """TORCH_SIMHPU_VERSION from csrc/torch_simhpu/version.h: the one place it is written."""
+    """TORCH_SIMHPU_VERSION from csrc/torch_simhpu/version.h (the one place it is
+    written), labelled with the hash of the sources: a rebuilt wheel whose sources
+    changed is a new version, which `pip install dist/*.whl` installs."""
     with open(os.path.join(ROOT, "csrc", "torch_simhpu", "version.h")) as f:
-        return re.search(r'#define TORCH_SIMHPU_VERSION "([^"]+)"', f.read()).group(1)
+        release = re.search(r'#define TORCH_SIMHPU_VERSION "([^"]+)"', f.read()).group(1)
+    return torch_simhpu_packaging.backend_version(ROOT, release)
 
 
 class BuildExtWithCodegen(BuildExtension):
     def run(self):
         run_codegen()
+        _write_sdk_stamp_source()
         for ext in self.extensions:
             python = ext.name != CORE_LIBRARY
             ext.sources = sorted(set(ext.sources) | set(_generated_sources(python)))
+            if not python:
+                ext.sources.append(SDK_STAMP_SOURCE)
         if self.inplace:  # the library's folder is made by the build, not kept in git
             os.makedirs(os.path.join(ROOT, *CORE_LIBRARY.split(".")[:-1]), exist_ok=True)
         super().run()
@@ -125,13 +163,15 @@ def precompile_torch_headers(compiler, output_dir, macros, include_dirs, debug, 
     cflags = compiler.compiler_so[1:] + compiler._get_cc_args(pp_opts, debug, extra_preargs)
     if not any(flag.startswith("-std=") for flag in cflags + post_cflags):
         post_cflags.append("-std=c++20")  # what torch's ninja writer adds to every source
-    pch_dir = os.path.join(os.path.abspath(output_dir), "pch")
-    header = os.path.join(pch_dir, "torch_headers.h")
-    # The compiler torch's ninja file names (it reads CXX the same way).
-    command = [os.environ.get("CXX", "c++"), *cflags, "-x", "c++-header", header, "-o", header + ".gch", *post_cflags]
-
+    compiler_name = os.environ.get("CXX", "c++")  # the compiler torch's ninja file names (it reads CXX too)
     text = open(os.path.join(ROOT, PCH_SOURCE)).read()
-    stamp = hashlib.sha256("\n".join([text, torch.__version__, *command]).encode()).hexdigest()
+    key = [text, torch.__version__, compiler_name, *cflags, *post_cflags]
+    stamp = hashlib.sha256("\n".join(key).encode()).hexdigest()
+    # One folder per set of flags: the library and the module differ (Kineto's
+    # include folder), and sharing one would rebuild both headers every build.
+    pch_dir = os.path.join(os.path.abspath(output_dir), "pch", stamp[:16])
+    header = os.path.join(pch_dir, "torch_headers.h")
+    command = [compiler_name, *cflags, "-x", "c++-header", header, "-o", header + ".gch", *post_cflags]
     stamp_file = header + ".stamp"
     if os.path.exists(header + ".gch") and os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
         return header  # unchanged: keep its timestamp, so ninja recompiles nothing for it
@@ -209,16 +249,21 @@ setup(
     version=_version(),
     description="A YAML-driven operator framework for a simulated PyTorch accelerator",
     # The codegen ships inside the wheel, for operator packages' own YAML.
+    py_modules=["torch_simhpu_packaging"],
     packages=["torch_simhpu", "torch_simhpu._inductor", "torch_simhpu.utils", "torch_simhpu.codegen",
               "torch_simhpu.codegen.dest"],
     package_dir={"torch_simhpu.codegen": "codegen"},
     package_data={"torch_simhpu": ["*.pyi", "py.typed"], "torch_simhpu.codegen": ["templates/*.j2"]},
     ext_modules=[core_library, python_module],  # in this order: _C links the library
-    cmdclass={"build_py": BuildPyWithCodegen, "build_ext": BuildExtWithCodegen.with_options(use_ninja=True)},
+    cmdclass={"build_py": BuildPyWithCodegen, "build_ext": BuildExtWithCodegen.with_options(use_ninja=True),
+              "bdist_wheel": torch_simhpu_packaging.keeping_one_wheel(torch_simhpu_packaging.default_bdist_wheel())},
     # jinja2 and pyyaml: torch_simhpu.codegen, run when an operator package with YAML builds.
     install_requires=["torch==2.13.0", "jinja2>=3.1", "pyyaml>=6.0"],
     # `import torch` loads the device (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0), before
     # any backward can size the autograd engine's device threads without it.
-    entry_points={"torch.backends": ["torch_simhpu = torch_simhpu:_autoload"]},
+    entry_points={"torch.backends": ["torch_simhpu = torch_simhpu:_autoload"],
+                  # Operator packages built with SimHPUExtension get content-labelled versions too.
+                  "setuptools.finalize_distribution_options": [
+                      "torch_simhpu_packages = torch_simhpu_packaging:label_simhpu_package"]},
     python_requires=">=3.10",
 )

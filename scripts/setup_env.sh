@@ -13,9 +13,10 @@ requirements=requirements.txt
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet -r "$requirements"
 
-rm -rf dist
+# Versions carry their sources' hash (torch_simhpu_packaging.py): the plain
+# install below installs a rebuilt wheel and skips an unchanged one.
 "$VENV/bin/python" setup.py --quiet bdist_wheel
-"$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps dist/torch_simhpu-*.whl
+"$VENV/bin/python" -m pip install --quiet --no-deps dist/torch_simhpu-*.whl
 echo "installed $(ls dist/torch_simhpu-*.whl) into $VENV"
 
 # The test suite also runs the operator packages under examples/, each built
@@ -24,11 +25,10 @@ echo "installed $(ls dist/torch_simhpu-*.whl) into $VENV"
 if [[ "${1:-}" == "test" ]]; then
   for package in examples/*/setup.py; do
     folder=$(dirname "$package")
-    rm -rf "$folder/dist"
     start=$SECONDS
     (cd "$folder" && "../../$VENV/bin/python" setup.py --quiet bdist_wheel >build.log 2>&1) ||
       { cat "$folder/build.log"; echo "building $folder failed" >&2; exit 1; }
-    "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps "$folder"/dist/*.whl
+    "$VENV/bin/python" -m pip install --quiet --no-deps "$folder"/dist/*.whl
     echo "built and installed $folder in $((SECONDS - start)) s"
   done
 fi

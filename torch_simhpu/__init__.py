@@ -15,6 +15,11 @@ def _autoload() -> None:
 # still being initialised.
 import torch  # noqa: E402
 
+import importlib.metadata  # noqa: E402
+
+# The release and, as a local label, the hash of the sources it was built from.
+__version__ = importlib.metadata.version("torch_simhpu")
+
 from torch_simhpu import _C  # noqa: E402
 from torch_simhpu import _device_registration
 from torch_simhpu import device

@@ -34,3 +34,64 @@ def test_every_custom_op_is_exposed_three_ways():
         assert hasattr(torch.ops.npu, name)
         assert name in torch_simhpu.__all__
         assert torch_simhpu.__dict__[name].__doc__.startswith(f"{name}(")
+
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_installed_version_is_the_hash_of_this_tree():
+    # What makes `pip install dist/*.whl` install a rebuilt wheel: its version
+    # changes with its sources. Fails, too, when the tree was edited after the
+    # wheel was built and installed (rebuild it: scripts/setup_env.sh).
+    import importlib.metadata
+    import re
+
+    import torch_simhpu_packaging
+
+    with open(os.path.join(REPOSITORY, "csrc", "torch_simhpu", "version.h")) as f:
+        release = re.search(r'TORCH_SIMHPU_VERSION "([^"]+)"', f.read()).group(1)
+    installed = importlib.metadata.version("torch_simhpu")
+    assert installed.startswith(release + "+g")
+    assert installed == torch_simhpu_packaging.backend_version(REPOSITORY, release)
+
+
+PACKAGE_SETUP = """
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension
+from torch_simhpu.utils.cpp_extension import SimHPUExtension
+
+setup(name="reinstall_probe", version="0.1.0", packages=["reinstall_probe"],
+      ext_modules=[SimHPUExtension("reinstall_probe._C", ["probe.cpp"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+
+
+def test_a_rebuilt_operator_package_installs_with_the_plain_command(tmp_path):
+    # README's loop for a package: edit, `python setup.py bdist_wheel`,
+    # `pip install --no-deps dist/*.whl` — into a venv of its own, so this
+    # suite's environment is untouched.
+    package = tmp_path / "package"
+    (package / "reinstall_probe").mkdir(parents=True)
+    (package / "reinstall_probe" / "__init__.py").write_text("")
+    (package / "setup.py").write_text(PACKAGE_SETUP)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+
+    def build_and_install(answer: int):
+        (package / "probe.cpp").write_text(f"int reinstall_probe_answer() {{ return {answer}; }}\n")
+        subprocess.run([sys.executable, "setup.py", "--quiet", "bdist_wheel"], cwd=package, check=True,
+                       capture_output=True)
+        wheels = sorted(os.listdir(package / "dist"))
+        assert len(wheels) == 1, wheels  # the older wheel is gone: dist/*.whl names one
+        pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+                              "--no-deps", "--no-index", str(package / "dist" / wheels[0])],
+                             capture_output=True, text=True, check=True)
+        installed = [p.name for p in venv.glob("lib/python*/site-packages/reinstall_probe-*.dist-info")]
+        assert installed == [f"reinstall_probe-{wheels[0].split('-')[1]}.dist-info"], (installed, pip.stdout)
+        return wheels[0].split("-")[1], pip.stdout
+
+    first, _ = build_and_install(1)
+    second, _ = build_and_install(2)
+    assert first.startswith("0.1.0+g") and second.startswith("0.1.0+g") and first != second
+    again, unchanged = build_and_install(2)
+    assert again == second and "Successfully installed" not in unchanged

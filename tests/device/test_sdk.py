@@ -101,8 +101,8 @@ def test_what_a_package_registers_wrongly_is_refused_on_use_naming_it(tmp_path):
         build_directory=str(tmp_path), is_python_module=False, verbose=False)
     x = torch.ones(2, device="simhpu")
     with pytest.raises(RuntimeError, match=r"sdk_test::old_release_op: kernel 'old_release_kernel' was built against "
-                                           r"torch_simhpu 0\.0\.1 with torch 2\.13, but this process runs "
-                                           r"torch_simhpu " + re.escape(_version())):
+                                           r"torch_simhpu 0\.0\.1 with torch 2\.13 \(SDK headers [0-9a-f]{12}\), "
+                                           r"but this process runs torch_simhpu " + re.escape(_version())):
         torch.ops.sdk_test.old_release_op(x)
     refusals = {
         "sdk_test::old_custom": r"custom op 'sdk_test::old_custom' was built against torch_simhpu 0\.0\.1",
@@ -113,6 +113,44 @@ def test_what_a_package_registers_wrongly_is_refused_on_use_naming_it(tmp_path):
     for name, why in refusals.items():
         with pytest.raises(RuntimeError, match=re.escape(name) + ": .*" + why):
             torch.ops.sdk_test.run_custom(name, x)
+    torch.testing.assert_close((x + 1).cpu(), torch.full((2,), 2.0))
+
+
+OTHER_HEADERS_KERNEL = r"""
+#include <torch_simhpu/extension.h>
+#include <torch/library.h>
+
+void other_headers_kernel(const simhpu::DeviceTensor& x) {}
+SIMHPU_KERNEL(other_headers_kernel);
+
+at::Tensor other_headers_op(const at::Tensor& x) {
+  EXEC_CMD_FOR("sdk_test2::other_headers_op", other_headers_kernel, x);
+  return x;
+}
+
+TORCH_LIBRARY(sdk_test2, m) { m.def("other_headers_op(Tensor x) -> Tensor"); }
+TORCH_LIBRARY_IMPL(sdk_test2, PrivateUse1, m) { m.impl("other_headers_op", &other_headers_op); }
+"""
+
+
+def test_a_package_built_against_another_builds_headers_is_refused_not_run(tmp_path):
+    # Same release, other headers (a struct's layout may differ: running it could
+    # crash). The SDK copy's stamp stands for headers of another build.
+    include = tmp_path / "include"
+    shutil.copytree(cpp_extension.include_paths()[0], include)
+    (include / "torch_simhpu" / "sdk_stamp.h").write_text('#define TORCH_SIMHPU_SDK_STAMP "0123456789ab"\n')
+    source = tmp_path / "other_headers.cpp"
+    source.write_text(OTHER_HEADERS_KERNEL)
+    torch.utils.cpp_extension.load(
+        "sdk_other_headers", [str(source)], extra_include_paths=[str(include)],
+        extra_ldflags=[f"-L{cpp_extension.library_paths()[0]}", "-ltorch_simhpu"],
+        build_directory=str(tmp_path), is_python_module=False, verbose=False)
+    x = torch.ones(2, device="simhpu")
+    ours = cpp_extension.sdk_stamp()[:12]
+    with pytest.raises(RuntimeError, match=r"sdk_test2::other_headers_op: kernel 'other_headers_kernel' was built "
+                                           r"against torch_simhpu .* \(SDK headers 0123456789ab\), but this process "
+                                           r"runs .* \(SDK headers " + ours + r"\); rebuild the package"):
+        torch.ops.sdk_test2.other_headers_op(x)
     torch.testing.assert_close((x + 1).cpu(), torch.full((2,), 2.0))
 
 

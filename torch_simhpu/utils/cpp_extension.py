@@ -16,6 +16,7 @@ kernels and stubs for the package, in the package's namespace.
 from __future__ import annotations
 
 import os
+import re
 
 import torch.utils.cpp_extension as torch_cpp_extension
 
@@ -66,7 +67,18 @@ def SimHPUExtension(name: str, sources=(), *, yaml: str | None = None, derivativ
     # torch_simhpu was imported first.
     kwargs["extra_link_args"] = list(kwargs.pop("extra_link_args", [])) + [
         "-fopenmp", f"-Wl,-rpath,{os.path.join(_PACKAGE_DIR, 'lib')}"]
-    return torch_cpp_extension.CppExtension(name, sources, **kwargs)
+    extension = torch_cpp_extension.CppExtension(name, sources, **kwargs)
+    # Read by torch_simhpu_packaging's setuptools hook: the package's version is
+    # labelled with its sources' hash and the SDK's, so a rebuilt wheel reinstalls.
+    extension.simhpu_sdk_stamp = sdk_stamp()
+    return extension
+
+
+def sdk_stamp() -> str:
+    """The hash of the SDK headers this torch_simhpu installed: what a package's
+    kernels are checked against when they register."""
+    with open(os.path.join(_PACKAGE_DIR, "include", "torch_simhpu", "sdk_stamp.h")) as f:
+        return re.search(r'TORCH_SIMHPU_SDK_STAMP "([0-9a-f]+)"', f.read()).group(1)
 
 
 def _add_flags(given, flags: list[str]):
