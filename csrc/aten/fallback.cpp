@@ -1,5 +1,7 @@
 #include "aten/fallback.h"
 
+#include "aten/sparse.h"
+
 #include "aten/call_device.h"
 #include "aten/meta_cache.h"
 #include "aten/meta_call.h"
@@ -7,6 +9,7 @@
 #include "aten/reference_call.h"
 #include "aten/reference_op.h"
 #include "aten/resize.h"
+#include "aten/sparse.h"
 #include "aten/synchronized_call.h"
 #include "runtime/streams.h"
 
@@ -205,19 +208,37 @@ bool allowed(const ReferenceOp& ref) {
 
 void prefer_cpu_kernels_over_composites() {
   // A composite kernel serves every backend but the CPU, which has its own;
-  // the two may differ (native_layer_norm decomposes, addr checks less), and
-  // the device is to behave as the CPU does: such ops take the reference path.
-  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                                            __FILE__, __LINE__);
-  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    auto op = c10::Dispatcher::singleton().findOp(name);
-    if (!op || name.name.rfind("aten::", 0) != 0 || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
-      continue;
+  // the two may differ (native_layer_norm decomposes, addr checks less; sum of
+  // a sparse tensor is dense on the CPU, sparse by the composite), and the
+  // device is to behave as the CPU does: such ops take the reference path.
+  struct Layout {
+    c10::DispatchKey cpu, device;
+    bool also_non_functional_composites;  // structured ops' functional form calls their out= form
+    torch::CppFunction (*fallback)();
+  };
+  const Layout layouts[] = {
+      {c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1, false, &torch::CppFunction::makeFromBoxedFunction<&reference_fallback>},
+      {c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1, true,
+       &torch::CppFunction::makeFromBoxedFunction<&sparse_reference_fallback>},
+      {c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1, true,
+       &torch::CppFunction::makeFromBoxedFunction<&sparse_reference_fallback>},
+  };
+  for (const Layout& layout : layouts) {
+    // Never destroyed: the registrations last as long as the process.
+    auto* library = new torch::Library(torch::Library::IMPL, "aten", layout.device, __FILE__, __LINE__);
+    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      auto op = c10::Dispatcher::singleton().findOp(name);
+      if (!op || name.name.rfind("aten::", 0) != 0 || op->hasKernelForDispatchKey(layout.device) ||
+          !op->hasKernelForDispatchKey(layout.cpu)) {
+        continue;
+      }
+      const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+          (layout.also_non_functional_composites &&
+           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional));
+      if (!composite) continue;
+      const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+      library->impl(qualified.c_str(), layout.fallback());
     }
-    const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&reference_fallback>());
   }
 }
 

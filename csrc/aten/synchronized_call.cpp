@@ -4,6 +4,7 @@
 #include "aten/op_routes.h"
 #include "aten/reference_call.h"
 #include "aten/resize.h"
+#include "aten/sparse.h"
 #include "runtime/generator.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
@@ -50,6 +51,7 @@ void with_device_seeded_cpu_generator(c10::Device device, Body body) {
 
 at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
   if (!host_result.defined()) return host_result;
+  if (is_sparse_layout(host_result)) return sparse_to_device(host_result, device);
   const at::Tensor dense =
       host_result.is_non_overlapping_and_dense() ? host_result : host_result.contiguous();
   at::Tensor out = empty_device_tensor(TensorShape::of(dense));
