@@ -5,6 +5,8 @@ the CPU, in process groups on loopback started here (one group per measurement).
 
 - all_reduce of 64 MB float32 between 2 processes, as bus bandwidth
   (bytes * 2 (n - 1) / n / time, NCCL's convention);
+- all_reduce of one float (latency), simccl with and without the check that
+  the ranks' calls agree (SIMHPU_COLLECTIVE_CHECKS, on by default);
 - a DDP training step of a small CNN (32 images per rank), in 1 and in 2
   processes, and how much longer the 2-process step is.
 """
@@ -52,6 +54,16 @@ def _all_reduce_seconds(device):
     return _best_seconds(timed, sync, repeat=3)
 
 
+def _small_all_reduce_seconds(device):
+    import torch.distributed as dist
+
+    x = torch.ones(1, device=device)
+    sync = (lambda: torch.simhpu.synchronize()) if device.type == "simhpu" else (lambda: None)
+    dist.all_reduce(x)
+    dist.barrier()
+    return _best_seconds(lambda: dist.all_reduce(x), sync, repeat=200)
+
+
 def _ddp_step_seconds(device):
     import torch.nn as nn
     import torch.distributed as dist
@@ -75,8 +87,8 @@ def _ddp_step_seconds(device):
     return _best_seconds(step, sync, repeat=5)
 
 
-def _worker(rank, world, port, what, device_type, results):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _worker(rank, world, port, what, device_type, results, env):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **env)
     import torch.distributed as dist
 
     import torch_simhpu  # noqa: F401
@@ -85,16 +97,17 @@ def _worker(rank, world, port, what, device_type, results):
     if device.type == "simhpu":
         torch.simhpu.set_device(device)
     dist.init_process_group("cpu:gloo,simhpu:simccl", rank=rank, world_size=world)
-    seconds = _all_reduce_seconds(device) if what == "all_reduce" else _ddp_step_seconds(device)
+    seconds = {"all_reduce": _all_reduce_seconds, "small_all_reduce": _small_all_reduce_seconds,
+               "ddp": _ddp_step_seconds}[what](device)
     if rank == 0:
         results.put(seconds)
     dist.destroy_process_group()
 
 
-def measure(what, device_type, world):
+def measure(what, device_type, world, **env):
     context = mp.get_context("spawn")
     results = context.Queue()
-    mp.start_processes(_worker, args=(world, _free_port(), what, device_type, results), nprocs=world,
+    mp.start_processes(_worker, args=(world, _free_port(), what, device_type, results, env), nprocs=world,
                        start_method="spawn")
     return results.get(timeout=10)
 
@@ -103,6 +116,10 @@ def rows(Row, torch):
     bus_bytes = ALL_REDUCE_BYTES * 2 * (2 - 1) / 2
     gloo, simccl = (bus_bytes / measure("all_reduce", d, 2) / 1e9 for d in ("cpu", "simhpu"))
     result = [Row("all_reduce 64 MB float32, 2 processes (bus bandwidth)", "GB/s", gloo, simccl, "ratio >= 1.0")]
+    gloo, checked = (measure("small_all_reduce", d, 2) * 1e6 for d in ("cpu", "simhpu"))
+    unchecked = measure("small_all_reduce", "simhpu", 2, SIMHPU_COLLECTIVE_CHECKS="0") * 1e6
+    result.append(Row("all_reduce of 1 float, 2 processes (latency)", "us", gloo, checked))
+    result.append(Row("  the same without the ranks' agreement check", "us", gloo, unchecked))
     steps = {(d, n): measure("ddp", d, n) for d in ("cpu", "simhpu") for n in (1, 2)}
     for n in (1, 2):
         result.append(Row(f"DDP step, small CNN, 32 images per rank, {n} process{'es' if n > 1 else ''}", "ms",

@@ -353,6 +353,53 @@ def bad_inputs_raise_and_leave_the_group_usable(rank, world):
     return messages
 
 
+def mismatched_calls_fail_on_every_rank(rank, world):
+    """Calls the ranks disagree on fail on every rank, at the next
+    synchronisation (as any device kernel's failure), naming what differs; no
+    output is left holding data the collective did not write; the group goes on."""
+    d = device()
+    messages = []
+
+    def expect_failure(collective, *fragments, unwritten=None):
+        collective()
+        try:
+            torch.simhpu.synchronize()
+        except RuntimeError as e:
+            text = str(e)
+            assert all(f in text for f in fragments), f"{fragments} not in: {text}"
+            messages.append(text)
+        else:
+            raise AssertionError(f"no failure for {fragments}")
+        if unwritten is not None:  # reading it raises instead of returning what nobody wrote
+            try:
+                unwritten.cpu()
+            except RuntimeError as e:
+                assert "undefined" in str(e), str(e)
+            else:
+                raise AssertionError("the output of a failed collective was readable")
+
+    x = torch.ones(6 if rank == 0 else 4, device=d)
+    expect_failure(lambda: dist.all_reduce(x), f"simccl all_reduce on rank {rank} of 2 failed",
+                   "elements: rank 0 6, rank 1 4", "no data was exchanged")
+    y = torch.ones(3, dtype=torch.float32 if rank == 0 else torch.float64, device=d)
+    expect_failure(lambda: dist.all_reduce(y), "dtype: rank 0 Float, rank 1 Double")
+    gathered = torch.empty(world * (3 + rank), device=d)
+    expect_failure(lambda: dist.all_gather_into_tensor(gathered, torch.ones(3 + rank, device=d)),
+                   "simccl all_gather_into_tensor", "elements: rank 0 3, rank 1 4", unwritten=gathered)
+    # (each on a tensor of its own: a failed collective leaves its tensors undefined)
+    z = [torch.ones(3, device=d) for _ in range(3)]
+    expect_failure(lambda: dist.all_reduce(z[0]) if rank == 0 else dist.broadcast(z[0], src=0),
+                   "collective: rank 0 ALLREDUCE, rank 1 BROADCAST")
+    expect_failure(lambda: dist.broadcast(z[1], src=rank), "root rank: rank 0 0, rank 1 1")
+    expect_failure(lambda: dist.all_reduce(z[2], op=dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX),
+                   "reduce op: rank 0 SUM, rank 1 MAX")
+    assert all("Exception raised from" not in m for m in messages), messages[0]
+    good = torch.ones(3, device=d)
+    dist.all_reduce(good)
+    assert_close(good.cpu(), torch.full((3,), float(world)))
+    return messages
+
+
 def capture_refuses_collectives(rank, world):
     x = torch.ones(3, device=device())
     graph = torch.simhpu.Graph()

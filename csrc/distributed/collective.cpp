@@ -79,6 +79,10 @@ struct Operation {
     c10::intrusive_ptr<c10d::Work> work;
     try {
       work = call.start();
+    } catch (const c10::Error& e) {  // (its what() carries a C++ backtrace)
+      order->done(ticket);
+      fail(e.what_without_backtrace());
+      std::rethrow_exception(error);
     } catch (const std::exception& e) {
       order->done(ticket);
       fail(e.what());

@@ -13,6 +13,8 @@
 // waited for there: a send completes only when its peer receives, and a
 // program may legitimately send before it receives. Waiting on their Work is
 // what makes the caller's stream wait for completion.
+#include "distributed/call_agreement.h"
+
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <ATen/core/Tensor.h>
@@ -59,6 +61,8 @@ struct CollectiveCall {
   // the tensors) and returns its Work.
   std::function<c10::intrusive_ptr<c10d::Work>()> start;
   std::optional<c10::Device> device;  // where it runs, for one without tensors (barrier)
+  // What the other ranks' calls must agree on (checked before `start`; see call_agreement.h).
+  CallSignature signature;
   bool point_to_point = false;
   bool blocks_host = false;  // barrier: wait() returns once every rank has arrived
 };

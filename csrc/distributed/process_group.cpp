@@ -137,6 +137,26 @@ Reduction reduction_for(const char* op, const c10d::ReduceOp& reduce_op, Tensors
   return r;
 }
 
+// What a rank passes in `tensors`: dtype, elements in all, how many.
+CallSignature signature_of(const Tensors& tensors) {
+  CallSignature s;
+  s.tensors = static_cast<int64_t>(tensors.size());
+  s.elements = 0;
+  for (const auto& t : tensors) s.elements += t.numel();
+  if (!tensors.empty()) s.dtype = static_cast<int64_t>(tensors.front().scalar_type());
+  return s;
+}
+
+CallSignature with_root(CallSignature s, int64_t root) {
+  s.root = root;
+  return s;
+}
+
+CallSignature with_reduce_op(CallSignature s, const c10d::ReduceOp& op) {
+  s.reduce_op = static_cast<int64_t>(op.op_);
+  return s;
+}
+
 // all_reduce, all_reduce_coalesced and reduce: the transport's `operation`
 // over host views, after PREMUL_SUM's scaling in place (the tensors are the outputs).
 template <typename Options>
@@ -145,6 +165,7 @@ CollectiveCall in_place_reduction(const char* name, c10d::OpType type,
                                   const Options& options,
                                   c10::intrusive_ptr<c10d::Work> (c10d::Backend::*operation)(Tensors&, const Options&)) {
   CollectiveCall call{name, type, {}, tensors};
+  call.signature = with_reduce_op(signature_of(tensors), options.reduceOp);
   const Reduction reduction = reduction_for(name, options.reduceOp, call.inputs);
   call.start = [transport, views = host_views(tensors), reduction, opts = options, operation]() mutable {
     reduction.scale_in_place(views);
@@ -189,6 +210,14 @@ ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transpo
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::launch(CollectiveCall call) {
+  if (!call.point_to_point && collective_checks_enabled()) {
+    call.signature.collective = static_cast<int64_t>(call.type);
+    call.start = [transport = transport_, name = call.name, signature = call.signature,
+                  start = std::move(call.start)]() {
+      check_ranks_agree(*transport, name, signature);
+      return start();
+    };
+  }
   return launch_collective(order_, rank_, rank_description_, std::move(call));
 }
 
@@ -197,6 +226,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::broadcast(Tensors& tensors, c
     return transport_->broadcast(tensors, opts);
   }
   CollectiveCall call{"broadcast", c10d::OpType::BROADCAST, {}, tensors};
+  call.signature = with_root(signature_of(tensors), opts.rootRank);
   call.start = [transport = transport_, views = host_views(tensors), opts = opts]() mutable {
     return transport->broadcast(views, opts);
   };
@@ -224,7 +254,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce(Tensors& tensors, cons
   if (placement_of("reduce", {&tensors}) == Placement::Host) {
     return transport_->reduce(tensors, opts);
   }
-  return launch(in_place_reduction("reduce", c10d::OpType::REDUCE, transport_, tensors, opts, &c10d::Backend::reduce));
+  CollectiveCall call = in_place_reduction("reduce", c10d::OpType::REDUCE, transport_, tensors, opts,
+                                           &c10d::Backend::reduce);
+  call.signature.root = opts.rootRank;
+  return launch(std::move(call));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather(TensorLists& outputs, Tensors& inputs,
@@ -236,6 +269,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather(TensorLists& output
     check_list_length("all_gather", "output lists", list.size(), size_);
   }
   CollectiveCall call{"all_gather", c10d::OpType::ALLGATHER, inputs, flatten(outputs)};
+  call.signature = signature_of(inputs);
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
     return transport->allgather(out, in, opts);
   };
@@ -252,6 +286,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_allgather_base(at::Tensor& o
   check_contiguous("all_gather_into_tensor", "output", output);
   check_multiple("all_gather_into_tensor", "the output", output.numel(), input.numel(), size_);
   CollectiveCall call{"all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, in, out};
+  call.signature = signature_of(in);
   // As the list form, over one view per rank's part of the output (gloo's
   // tensor form expects the output shaped [world size, *input shape]).
   call.start = [transport = transport_, parts = TensorLists{rank_parts(host_view(output), size_)},
@@ -267,6 +302,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather_coalesced(TensorLis
     return transport_->allgather_coalesced(outputs, inputs, opts);
   }
   CollectiveCall call{"all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs, flatten(outputs)};
+  call.signature = signature_of(inputs);
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
     return transport->allgather_coalesced(out, in, opts);
   };
@@ -284,6 +320,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather_into_tensor_coalesc
     check_multiple("all_gather_into_tensor_coalesced", "each output", outputs[i].numel(), inputs[i].numel(), size_);
   }
   CollectiveCall call{"all_gather_into_tensor_coalesced", c10d::OpType::COALESCED, inputs, outputs};
+  call.signature = signature_of(inputs);
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
     return transport->allgather_into_tensor_coalesced(out, in, opts);
   };
@@ -296,6 +333,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::gather(TensorLists& outputs, 
     return transport_->gather(outputs, inputs, opts);
   }
   CollectiveCall call{"gather", c10d::OpType::GATHER, inputs, flatten(outputs)};
+  call.signature = with_root(signature_of(inputs), opts.rootRank);
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
     return transport->gather(out, in, opts);
   };
@@ -308,6 +346,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::scatter(Tensors& outputs, Ten
     return transport_->scatter(outputs, inputs, opts);
   }
   CollectiveCall call{"scatter", c10d::OpType::SCATTER, flatten(inputs), outputs};
+  call.signature = with_root(signature_of(outputs), opts.rootRank);
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
     return transport->scatter(out, in, opts);
   };
@@ -323,6 +362,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter(Tensors& outpu
     check_list_length("reduce_scatter", "input lists", list.size(), size_);
   }
   CollectiveCall call{"reduce_scatter", c10d::OpType::REDUCE_SCATTER, flatten(inputs), outputs};
+  call.signature = with_reduce_op(signature_of(outputs), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), reduction,
                 opts = opts]() mutable {
@@ -346,6 +386,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_reduce_scatter_base(at::Tens
   check_contiguous("reduce_scatter_tensor", "input", input);
   check_multiple("reduce_scatter_tensor", "the input", input.numel(), output.numel(), size_);
   CollectiveCall call{"reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, in, out};
+  call.signature = with_reduce_op(signature_of(out), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
   // As the list form, over one view per rank's part of the input.
   call.start = [transport = transport_, o = Tensors{host_view(output).reshape(-1)}, i = host_view(input), reduction,
@@ -368,6 +409,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter_tensor_coalesc
     check_multiple("reduce_scatter_tensor_coalesced", "each input", inputs[i].numel(), outputs[i].numel(), size_);
   }
   CollectiveCall call{"reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, inputs, outputs};
+  call.signature = with_reduce_op(signature_of(outputs), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), reduction,
                 opts = opts]() mutable {
@@ -392,6 +434,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall_base(at::Tensor& out
                 size_, " split sizes (one per rank) or none, got ", splits->size());
   }
   CollectiveCall call{"all_to_all_single", c10d::OpType::ALLTOALL_BASE, in, out};
+  call.signature = signature_of(in);
+  if (!input_split_sizes.empty() || !output_split_sizes.empty()) {
+    call.signature.elements = -1;  // uneven splits: each rank's share may differ
+  }
   call.start = [transport = transport_, o = host_view(output), i = host_view(input), out_splits = output_split_sizes,
                 in_splits = input_split_sizes, opts = opts]() mutable {
     return transport->alltoall_base(o, i, out_splits, in_splits, opts);
@@ -407,6 +453,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall(Tensors& outputs, Te
   check_list_length("all_to_all", "inputs", inputs.size(), size_);
   check_list_length("all_to_all", "outputs", outputs.size(), size_);
   CollectiveCall call{"all_to_all", c10d::OpType::ALLTOALL, inputs, outputs};
+  call.signature = signature_of(inputs);
+  call.signature.elements = -1;  // each rank's tensors may differ in size
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), opts = opts]() mutable {
     return transport->alltoall(out, in, opts);
   };

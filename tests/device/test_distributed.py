@@ -123,6 +123,12 @@ def test_bad_input_names_the_collective_and_the_group_stays_usable(ranks):
     assert all(m.startswith("simccl ") for m in messages), messages
 
 
+def test_calls_the_ranks_disagree_on_fail_on_every_rank_naming_what_differs(ranks):
+    # Gloo given these aborts the process or returns partly written outputs.
+    for messages in ranks.run("mismatched_calls_fail_on_every_rank"):
+        assert len(messages) == 6
+
+
 def test_graph_capture_refuses_a_collective(ranks):
     message = ranks.run("capture_refuses_collectives")[0]
     assert "captur" in message, message
