@@ -54,9 +54,14 @@ def _definitions(path: str, mtime_ns: int) -> dict[str, list[tuple[str, str]]]:
     found = {}
     for match in re.finditer(r"\bvoid\s+(\w+)\s*\(([^)]*)\)\s*\{", code):
         params = []
-        for param in filter(None, (p.strip() for p in match.group(2).split(","))):
-            name_match = re.search(r"(\w+)\s*$", param)
+        for param in filter(None, (p.split("=")[0].strip() for p in match.group(2).split(","))):
+            name_match = re.search(r"(\w+)\s*$", param)  # (a default argument is cut off above)
+            if name_match is None:  # not a parameter list this reader understands: not a kernel
+                params = None
+                break
             params.append((_plain(param[:name_match.start()]), name_match.group(1)))
+        if params is None:
+            continue
         found[match.group(1)] = params
     return found
 

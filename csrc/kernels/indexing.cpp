@@ -15,8 +15,10 @@ int64_t index_at(const DeviceTensor& index, int64_t i) {
                                   : static_cast<int64_t>(index.data_as<const int32_t>()[i]);
 }
 
-void check_in_range(int64_t idx, int64_t dim, int64_t size) {
-  TORCH_CHECK_INDEX(idx >= 0 && idx < size, "index ", idx, " is out of bounds for dimension ", dim,
+// `cpu_words`: how the CPU's kernel of the op starts the message (index_select:
+// "index out of range in self"), so what matches the CPU's error matches this one.
+void check_in_range(int64_t idx, int64_t dim, int64_t size, const char* cpu_words = "") {
+  TORCH_CHECK_INDEX(idx >= 0 && idx < size, cpu_words, "index ", idx, " is out of bounds for dimension ", dim,
                     " with size ", size);
 }
 
@@ -35,7 +37,7 @@ void index_select(const DeviceTensor& self, int64_t dim, const DeviceTensor& ind
   const char* src = static_cast<const char*>(self.data);
   char* dst = static_cast<char*>(out.data);
   for (int64_t j = 0; j < count; ++j) {
-    check_in_range(index_at(index, j), d, size);
+    check_in_range(index_at(index, j), d, size, "index out of range in self: ");
   }
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j = 0; j < count; ++j) {

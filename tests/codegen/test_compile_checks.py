@@ -53,3 +53,17 @@ def test_the_shipped_kernels_and_adapters_fit_their_entries(codegen, project_dir
     for source in (project_dir / "csrc" / "kernels" / "swish.cpp", project_dir / "op_plugin" / "add_rms_norm.cpp"):
         result = syntax_check(project_dir, generated, source)
         assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_reading_kernel_files_passes_over_helpers_it_cannot_read(codegen, tmp_path):
+    # A helper with a default argument or an unnamed parameter beside a kernel:
+    # codegen reads the kernel and does not stop at the helper.
+    kernel_parameters = sys.modules["codegen.kernel_signatures"].kernel_parameters
+
+    source = tmp_path / "kernels.cpp"
+    source.write_text('void check(int64_t i, const char* words = "") {\n}\n'
+                      "void helper(int) {\n}\n"
+                      "void my_kernel(const DeviceTensor& x, double s, const DeviceTensor& out) {\n}\n")
+    assert kernel_parameters("my_kernel", str(source)) == [("DeviceTensor", "x"), ("double", "s"),
+                                                          ("DeviceTensor", "out")]
+    assert kernel_parameters("check", str(source)) == [("int64_t", "i"), ("char*", "words")]
