@@ -109,6 +109,11 @@ SPECS = {
         'rules::check_last_dim(kOpName, "{0}", {0}, "{1}", {1})',
         '_rules.check_last_dim(_op, "{0}", {0}, "{1}", {1})',
         "last_dim(OUTER, INNER)"),
+    "one_of": RuleSpec(
+        "check", ("str", "str_list"),
+        'rules::check_one_of(kOpName, "{0}", {0}, {1})',
+        '_rules.check_one_of(_op, "{0}", {0}, {1})',
+        'one_of(ARG, ["a", "b", ...])'),
     "row_stat": RuleSpec(
         "check", ("tensor", "tensor"),
         'rules::check_row_stat(kOpName, "{0}", {0}, "{1}", {1})',
@@ -173,7 +178,11 @@ def parse_rule(text, kind: str, arg_types: dict[str, str]) -> Rule:
 
 
 _PARAM_WORDS = {"tensor": "a Tensor", "int_list": "an int[]", "bool": "a bool", "int": "an int",
-                "tensor_or_list": "a Tensor or Tensor[]"}
+                "tensor_or_list": "a Tensor or Tensor[]", "str": "a str", "str_list": "a list of words"}
+
+# Words a rule may compare a str argument with: they go into generated C++ and
+# Python string literals as they are, so nothing that would need escaping.
+_WORD = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 def _category(schema_type: str) -> str:
@@ -204,8 +213,13 @@ def _check_param(param: str, arg, arg_types: dict[str, str], fn: str):
     ok = {"int_list": lambda v: isinstance(v, list) and all(small_int(i) for i in v),
           "bool": lambda v: isinstance(v, bool),
           "int": small_int,
-          "tensor": lambda v: False, "tensor_or_list": lambda v: False}[param]
+          "str_list": lambda v: isinstance(v, list) and 0 < len(v) <= 64 and all(
+              isinstance(w, str) and _WORD.fullmatch(w) for w in v),
+          "tensor": lambda v: False, "tensor_or_list": lambda v: False, "str": lambda v: False}[param]
     if not ok(value):
+        if param == "str_list":
+            raise RuleError(f"{fn}: '{ast.unparse(arg)[:80]}' is not a list of 1 to 64 words, each of 1 to 64 "
+                            "letters, digits, '_', '.' or '-' (e.g. [\"sum\", \"mean\"])")
         raise RuleError(f"{fn}: '{ast.unparse(arg)}' is not a valid {param.replace('_', ' ')}")
     return Literal(value)
 
@@ -222,7 +236,8 @@ def _render(rule: Rule, lang: str) -> str:
         elif isinstance(a.value, bool):
             parts.append(("true" if a.value else "false") if lang == "cpp" else repr(a.value))
         elif isinstance(a.value, list):
-            inner = ", ".join(str(v) for v in a.value)
+            # (words are checked against _WORD: quoting them needs no escapes)
+            inner = ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in a.value)
             parts.append(f"{{{inner}}}" if lang == "cpp" else f"[{inner}]")
         else:
             parts.append(repr(a.value))

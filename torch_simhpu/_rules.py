@@ -214,3 +214,8 @@ def index_shape(op: str, self_arg: str, self, dim: int, index_arg: str, index) -
     elif index.numel() != 1:
         raise IndexError(f"{op}: argument '{index_arg}' must hold one index to select from a 0-dim '{self_arg}'")
     return shape
+
+
+def check_one_of(op: str, arg: str, value: str, allowed: list) -> None:
+    if value not in allowed:
+        raise ValueError(f"{op}: argument '{arg}' is {value!r}, expected one of {', '.join(map(repr, allowed))}")

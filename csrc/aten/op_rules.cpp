@@ -200,6 +200,18 @@ void check_index_tensor(const char* op, const char* arg, const at::Tensor& index
                     index.dim(), " dimensions");
 }
 
+void check_one_of(const char* op, const char* arg, c10::string_view value,
+                  std::initializer_list<const char*> allowed) {
+  for (const char* word : allowed) {
+    if (value == word) return;
+  }
+  std::string words;
+  for (const char* word : allowed) {
+    words += std::string(words.empty() ? "" : ", ") + "'" + word + "'";
+  }
+  TORCH_CHECK_VALUE(false, op, ": argument '", arg, "' is '", value, "', expected one of ", words);
+}
+
 void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
                           const char* inner_arg, const at::Tensor& inner) {
   const bool fits = inner.dim() >= 1 && inner.dim() <= outer.dim() &&

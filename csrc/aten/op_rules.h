@@ -81,6 +81,10 @@ void check_outputs_apart(const char* op, const char* a_arg, const at::Tensor& a,
 // `index` holds indices: int64 or int32, and at most one dimension.
 void check_index_tensor(const char* op, const char* arg, const at::Tensor& index);
 
+// A str argument is one of the words `allowed`.
+void check_one_of(const char* op, const char* arg, c10::string_view value,
+                  std::initializer_list<const char*> allowed);
+
 // `inner`'s shape equals the trailing dimensions of `outer` (layer-norm style).
 void check_trailing_shape(const char* op, const char* outer_arg, const at::Tensor& outer,
                           const char* inner_arg, const at::Tensor& inner);

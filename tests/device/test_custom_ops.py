@@ -270,6 +270,8 @@ def still_usable():
      r"npu_lerp_scalar: argument 'weight' = \(0,2\) cannot be converted to Float"),
     (lambda: torch_simhpu.npu_weighted_sum(torch.ones(3).simhpu(), [torch.ones(3).simhpu()], torch.ones(5).simhpu()),
      ValueError, r"npu_weighted_sum: argument 'bias' of shape \[5\] does not broadcast to the shape of 'self', \[3\]"),
+    (lambda: torch_simhpu.npu_weighted_sum(torch.ones(3).simhpu(), [torch.ones(3).simhpu()], reduction="bogus"),
+     ValueError, r"npu_weighted_sum: argument 'reduction' is 'bogus', expected one of 'sum', 'mean', 'max'"),
     (lambda: torch_simhpu.npu_weighted_sum(torch.ones(3).simhpu(), [torch.ones(3).simhpu()], offset=1e300 * 1e10j),
      ValueError, r"npu_weighted_sum: argument 'offset' = .* cannot be converted to Float"),
     (lambda: torch_simhpu.npu_mul_add(*[torch.ones(3).simhpu()] * 3, out=[torch.zeros(3).simhpu()] * 2),

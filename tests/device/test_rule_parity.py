@@ -41,6 +41,7 @@ CASES = [
     ("npu_mul_add", lambda: (t(2, 3), t(3), t(2, 1))),
     ("npu_weighted_sum", lambda: (t(3), [t(3), t(3)])),
     ("npu_weighted_sum", lambda: (t(3), [t(3), t(4)])),                # same_shape against a list
+    ("npu_weighted_sum", lambda: (t(3), [t(3)], {"reduction": "bogus"})),  # one_of (a trailing dict: keywords)
     ("npu_softplus_beta", lambda: (t(5), 2.0, 10.0)),
     ("npu_lerp_scalar", lambda: (t(2, 3), t(3, dtype=torch.float64), 0.5)),  # promote
     ("npu_lerp_scalar", lambda: (t(2, 3), t(3, dtype=torch.int64), 0.5)),
@@ -72,10 +73,12 @@ def test_every_custom_device_op_has_a_case():
 @pytest.mark.parametrize("op,make", CASES, ids=[f"{op}-{i}" for i, (op, _) in enumerate(CASES)])
 def test_adapter_and_fake_kernel_agree(op, make):
     args = make()
-    on_device = outcome(lambda: getattr(torch.ops.npu, op)(*args))
+    kwargs = args[-1] if isinstance(args[-1], dict) else {}
+    args = args[:-1] if kwargs else args
+    on_device = outcome(lambda: getattr(torch.ops.npu, op)(*args, **kwargs))
     with FakeTensorMode(allow_non_fake_inputs=False) as mode:
         fake_args = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else
                      [mode.from_tensor(x) for x in a] if isinstance(a, list) and a and isinstance(a[0], torch.Tensor)
                      else a for a in args]
-        faked = outcome(lambda: getattr(torch.ops.npu, op)(*fake_args))
+        faked = outcome(lambda: getattr(torch.ops.npu, op)(*fake_args, **kwargs))
     assert faked == on_device
