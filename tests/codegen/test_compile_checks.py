@@ -50,9 +50,24 @@ def test_op_plugin_adapter_that_does_not_fit_its_entry_names_the_entry(codegen, 
 def test_the_shipped_kernels_and_adapters_fit_their_entries(codegen, project_dir):
     generated = project_dir / "generated"
     codegen.generate(str(project_dir), str(generated))
-    for source in (project_dir / "csrc" / "kernels" / "swish.cpp", project_dir / "op_plugin" / "add_rms_norm.cpp"):
+    for source in (project_dir / "csrc" / "kernels" / "swish.cpp", project_dir / "op_plugin" / "add_rms_norm.cpp",
+                   generated / "csrc" / "adapters" / "npu_rms_norm_scaled.cpp"):
         result = syntax_check(project_dir, generated, source)
         assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("expression", ["42", "x.sizes()", "npu_rms_norm(x, gamma, eps)"])
+def test_composite_giving_another_type_than_its_schema_names_the_entry(codegen, project_dir, expression):
+    # Each is a valid expression of another type than the schema's Tensor.
+    edit(project_dir / "op_plugin_functions.yaml", "composite: std::get<0>(npu_rms_norm(x, gamma, eps)) * scale",
+         f'composite: "{expression}"')
+    line = line_of(project_dir / "op_plugin_functions.yaml", f'composite: "{expression}"')
+    generated = project_dir / "generated"
+    codegen.generate(str(project_dir), str(generated))
+    result = syntax_check(project_dir, generated, generated / "csrc" / "adapters" / "npu_rms_norm_scaled.cpp")
+    assert result.returncode != 0
+    assert (f"op_plugin_functions.yaml:{line} (npu_rms_norm_scaled): composite: the expression gives another type "
+            f"than the schema returns (at::Tensor)") in result.stderr
 
 
 def test_reading_kernel_files_passes_over_helpers_it_cannot_read(codegen, tmp_path):
