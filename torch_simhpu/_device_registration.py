@@ -18,6 +18,7 @@ def register() -> None:
     atexit.register(_drain_at_exit)
     _check_autograd_engine()
     device.memory._start_from_environment()
+    device.sanitizer._start_from_environment()
 
 
 def _drain_at_exit() -> None:

@@ -5,6 +5,7 @@ import torch
 
 from torch_simhpu import _C
 from torch_simhpu import memory  # noqa: F401  (torch.simhpu.memory)
+from torch_simhpu import sanitizer  # noqa: F401  (torch.simhpu.sanitizer)
 from torch_simhpu.graphs import Graph, graph, graph_pool_handle  # noqa: F401
 from torch_simhpu.profiler import trace  # noqa: F401
 from torch_simhpu.routes import OpRoutes, fallback, get_fallback, op_routes, set_fallback  # noqa: F401

@@ -9,6 +9,7 @@
 #include "runtime/pinned_memory.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
+#include "sanitizer/stream_sanitizer.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
@@ -190,6 +191,10 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     synchronize_stream(current_stream(dst.device().index()));
   }
   check_defined(self, "copy_");
+  if (sanitizer::enabled()) {  // the host itself reads the source and writes the destination
+    if (src_on_device) sanitizer::on_host_access(describe_tensor(self), self.device().index(), false, kCopyFrom);
+    if (dst_on_device) sanitizer::on_host_access(describe_tensor(dst), dst.device().index(), true, kCopyFrom);
+  }
   copy_on_host(self, dst);
   return dst;
 }

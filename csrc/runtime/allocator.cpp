@@ -14,6 +14,7 @@
 #include "runtime/memory_history.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
+#include "sanitizer/stream_sanitizer.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/flat_hash_map.h>
@@ -254,6 +255,9 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
     void* ptr = cache_for(device).allocate(nbytes, gather_memory_stack());
     if (threads_capturing.load(std::memory_order_relaxed) != 0) {
       note_allocation_for_capture(ptr);
+    }
+    if (sanitizer::enabled()) {
+      sanitizer::on_allocate(device, host_address(device, ptr), nbytes);
     }
     return {ptr, ptr, &free_block, device_of(device)};
   }

@@ -3,6 +3,7 @@
 #include "runtime/capture.h"
 #include "runtime/launch_record.h"
 #include "runtime/streams.h"
+#include "sanitizer/stream_sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -63,13 +64,21 @@ bool synchronize_event_for(void* event, std::chrono::milliseconds timeout) {
     return true;
   }
   before_host_wait(-1, "Event.synchronize");
-  std::unique_lock<std::mutex> lock(e->mu);
-  const uint64_t version = e->recorded;
-  if (timeout == std::chrono::milliseconds::max()) {
-    e->cv.wait(lock, [&] { return e->reached >= version; });
-    return true;
+  bool reached;
+  {
+    std::unique_lock<std::mutex> lock(e->mu);
+    const uint64_t version = e->recorded;
+    if (timeout == std::chrono::milliseconds::max()) {
+      e->cv.wait(lock, [&] { return e->reached >= version; });
+      reached = true;
+    } else {
+      reached = e->cv.wait_for(lock, timeout, [&] { return e->reached >= version; });
+    }
   }
-  return e->cv.wait_for(lock, timeout, [&] { return e->reached >= version; });
+  if (reached) {
+    sanitizer::on_host_waited_for_event(e);
+  }
+  return reached;
 }
 
 double elapsed_ms(void* start, void* end) {

@@ -7,6 +7,7 @@
 #include "runtime/host_openmp.h"
 #include "runtime/launch_queue.h"
 #include "runtime/trace.h"
+#include "sanitizer/stream_sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -100,7 +101,7 @@ c10::Stream communication_stream(c10::DeviceIndex device) {
   return c10::Stream(c10::Stream::UNSAFE, device_of(device), kCommunicationStreamId);
 }
 
-LaunchSlot::LaunchSlot(const c10::Stream& stream) {
+LaunchSlot::LaunchSlot(const c10::Stream& stream) : stream_(stream) {
   check_not_forked();
   record_ = captured_record_for(stream);
   captured_ = record_ != nullptr;
@@ -109,7 +110,7 @@ LaunchSlot::LaunchSlot(const c10::Stream& stream) {
   }
 }
 
-LaunchSlot::LaunchSlot(const c10::Stream& stream, BypassCapture) {
+LaunchSlot::LaunchSlot(const c10::Stream& stream, BypassCapture) : stream_(stream) {
   check_not_forked();
   claim_from_queue(stream);
 }
@@ -126,6 +127,9 @@ void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
 }
 
 void LaunchSlot::commit() {
+  if (!captured_ && sanitizer::enabled()) {
+    sanitizer::on_launch(*record_, stream_);  // raises on a race (the slot is then dropped)
+  }
   committed_ = true;
   if (captured_) {
     return;
@@ -173,6 +177,7 @@ void drain_launches(c10::DeviceIndex device) {
 void synchronize_stream(const c10::Stream& stream) {
   check_not_forked();
   before_host_wait(stream.device_index(), "synchronizing");
+  sanitizer::on_host_waited_for_stream(stream);  // (before raising a failure: the wait happened)
   queue_of(stream).synchronize();
 }
 
@@ -197,6 +202,7 @@ void synchronize_device(c10::DeviceIndex device) {
       queue->drain();
     }
   }
+  sanitizer::on_host_waited_for_device(device);
   std::string failures;
   for (auto& q : streams.queues) {
     if (LaunchQueue* queue = q.load()) {

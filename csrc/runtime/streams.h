@@ -54,6 +54,7 @@ class LaunchSlot {
 
   LaunchQueue* queue_ = nullptr;  // null in blocking mode and while captured
   LaunchRecord* record_ = nullptr;
+  c10::Stream stream_;
   bool captured_ = false;
   bool committed_ = false;
 };

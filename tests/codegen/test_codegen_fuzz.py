@@ -2,7 +2,7 @@
 
 Each case applies one to three random mutations (values replaced by hostile
 tokens, lines deleted, duplicated, swapped or inserted, bytes corrupted, the
-file cut short) to op_plugin_functions.yaml or derivatives.yaml. Every outcome
+file cut short, and plausible mistakes an author makes: see SEMANTIC) to op_plugin_functions.yaml or derivatives.yaml. Every outcome
 must be one of two:
 
 - rejected: a CodegenError whose every problem reads `file:line: entry: ...`
@@ -44,11 +44,30 @@ HOSTILE = [
 ]
 INJECTION_MARKERS = ("INJECTED", "system(", "#include <cstdlib>")
 
+# Plausible mistakes rather than noise: each rewrites a line that matches into
+# one an author could write and the C++ compiler (or the kernel, at run time)
+# would be the first to refuse, unless codegen does.
+SEMANTIC = [
+    (r"grad_input_mask\b(?!\[)", "grad_input_mask[7]"),         # a mask index past the inputs
+    (r"grads\[\d\]", "grads[9]"),                                # a grad index past the outputs
+    (r"(\w+): grad\b", r'\1: grad * "str"'),                     # a string operand in a formula
+    (r"int\[1\] dim", "int[2] dim=[1, 2, 3]"),                     # a default of the wrong length
+    (r"int\[1\] dim", "int[2] dim"),                               # a fixed length the callers do not give
+    (r"composite: .*", 'composite: "42"'),                         # composites of another type than Tensor
+    (r"composite: .*", "composite: x.sizes()"),
+    (r"composite: .*", "composite: std::get<0>(npu_rms_norm(x, gamma, eps))"),
+    (r"exec: (\w+), (.*), out$", r"exec: \1, \2, out, out"),        # an output passed twice
+    (r"exec: (\w+), (\w+), (.*)$", r"exec: \1, out, \3"),          # an output passed as an input
+    (r"(\s+)composite: (.*)", r'\1composite: \2\n\1checks: ["same_shape(x, y)"]'),  # checks on a composite
+    (r"checks: \[(.*)\]", r'checks: [\1, "one_of(self, [\"a\"])"]'),  # a rule on the wrong kind of argument
+]
+
 
 def mutate(text: str, rng: random.Random) -> bytes:
     lines = text.split("\n")
     for _ in range(rng.randint(1, 3)):
-        kind = rng.choice(["value", "word", "delete", "duplicate", "swap", "insert", "bytes", "truncate"])
+        kind = rng.choice(["value", "word", "delete", "duplicate", "swap", "insert", "bytes", "truncate",
+                           "semantic", "semantic"])
         if not lines:
             lines = [""]
         i = rng.randrange(len(lines))
@@ -71,6 +90,12 @@ def mutate(text: str, rng: random.Random) -> bytes:
             lines.insert(i, " " * rng.choice([0, 2, 4, 6]) + rng.choice(["", "- ", "x: ", "doc: "]) + token)
         elif kind == "truncate":
             lines = lines[:i]
+        elif kind == "semantic":
+            pattern, replacement = rng.choice(SEMANTIC)
+            matching = [n for n, line in enumerate(lines) if re.search(pattern, line)]
+            if matching:
+                n = rng.choice(matching)
+                lines[n:n + 1] = re.sub(pattern, replacement, lines[n], count=1).split("\n")
     data = "\n".join(lines).encode("utf-8")
     if rng.random() < 0.05:
         at = rng.randrange(len(data) + 1)
@@ -105,7 +130,10 @@ def compile_cpp(files: dict[str, str], changed: list[str], out) -> None:
         command = [shutil.which("g++") or "c++", "-std=c++17", "-fsyntax-only", "-fopenmp",
                    *(f"-I{i}" for i in includes), str(out / rel)]
         result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, f"{rel} does not compile:\n{result.stderr[-3000:]}"
+        # What codegen lets through to the compiler must fail there naming the entry (a static_assert).
+        named = re.search(r"static assertion failed: (op_plugin_functions|derivatives)\.yaml:\d+ \(\w+\): ",
+                          result.stderr)
+        assert result.returncode == 0 or named, f"{rel} does not compile:\n{result.stderr[-3000:]}"
 
 
 def test_fuzzed_yaml_is_rejected_cleanly_or_generates_safe_code(codegen, emit, tmp_path):

@@ -1,0 +1,19 @@
+#include "python/sanitizer.h"
+
+#include "sanitizer/stream_sanitizer.h"
+
+namespace py = pybind11;
+
+namespace simhpu {
+
+void bind_sanitizer(py::module_& m) {
+  m.def("_sanitizer_set_mode", [](int mode) {
+    TORCH_CHECK(mode >= 0 && mode <= 2, "sanitizer mode must be 0 (off), 1 (raise) or 2 (record), got ", mode);
+    sanitizer::set_mode(static_cast<sanitizer::Mode>(mode));
+  });
+  m.def("_sanitizer_mode", [] { return static_cast<int>(sanitizer::mode()); });
+  m.def("_sanitizer_reports", &sanitizer::reports);
+  m.def("_sanitizer_clear_reports", &sanitizer::clear_reports);
+}
+
+} // namespace simhpu
