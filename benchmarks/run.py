@@ -24,6 +24,7 @@ import torch_simhpu
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import collectives  # noqa: E402
+import sanitizer  # noqa: E402
 import graph_mode  # noqa: E402
 import reference_path  # noqa: E402
 
@@ -304,6 +305,7 @@ def main():
     rows += reference_path.rows(Row, best_pair, torch)
     rows += graph_mode.rows(Row, torch)
     rows += collectives.rows(Row, torch)
+    rows += sanitizer.rows(Row, best_pair, torch)
     rows.append(codegen_row())
     if not args.no_build:
         rows += build_rows()

@@ -51,6 +51,17 @@ def enabled(mode: str = "raise"):
         _C._sanitizer_set_mode(before)
 
 
+@contextlib.contextmanager
+def disabled():
+    """The sanitizer off for the block (code that races on purpose), then as it was."""
+    before = _C._sanitizer_mode()
+    _C._sanitizer_set_mode(0)
+    try:
+        yield
+    finally:
+        _C._sanitizer_set_mode(before)
+
+
 def reports() -> list[str]:
     """The races found in "record" mode, oldest first."""
     return list(_C._sanitizer_reports())

@@ -239,6 +239,7 @@ class CollectiveWork final : public c10d::Work {
   }
 
   void launch_completion(const c10::Stream& stream) {
+    block_on_event(end_event_, stream);  // the transfer has started (see launch_collective)
     const LaunchSite site = capture_launch_site();
     LaunchSlot slot(stream);
     LaunchRecord& record = slot.record();
@@ -299,13 +300,20 @@ c10::intrusive_ptr<c10d::Work> launch_collective(const std::shared_ptr<Transport
     record.payload_owner = std::move(starting);
     keep_tensors(record, op->call.inputs, /*written=*/false);
     keep_tensors(record, op->call.outputs, /*written=*/!op->call.point_to_point);
+    if (op->call.outputs.empty()) {
+      record.mark_writes_nothing();  // a send: it only reads
+    }
     slot.commit();
   }
 
+  // A collective: the point its communication stream passes once it is done.
+  // Point to point: once it has started (the transfer completes on the host);
+  // its completion record waits for that, so what the transfer writes is
+  // ordered before what the completion makes the caller's stream wait for.
   void* end_event = nullptr;
+  record_event(&end_event, comm);
   c10::intrusive_ptr<c10::ivalue::Future> future;
   if (!op->call.point_to_point) {
-    record_event(&end_event, comm);
     // A future whose value is ready, to a stream that waits for it, once the
     // communication stream has passed here (what DDP's reducer waits on).
     future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),

@@ -22,7 +22,7 @@ void fail_on_device(const DeviceTensor& t) {
 }
 SIMHPU_KERNEL(fail_on_device);
 
-void sleep_on_device(const DeviceTensor& /*t: names the device*/, int64_t microseconds) {
+void sleep_on_device(int64_t microseconds) {
   std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
 }
 SIMHPU_KERNEL(sleep_on_device);

@@ -31,10 +31,11 @@ void _launch_failing_kernel(const at::Tensor& t) {
   EXEC_CMD(fail_on_device, t);
 }
 
-// Occupies `t`'s device (on the current stream) for a while (tests only).
+// Occupies `t`'s device (on the current stream) for a while (tests only); `t`
+// only names the device: the kernel neither reads nor writes it.
 void _sleep_on_device(const at::Tensor& t, int64_t microseconds) {
   const c10::DeviceGuard guard(t.device());
-  EXEC_CMD(sleep_on_device, t, microseconds);
+  EXEC_CMD(sleep_on_device, microseconds);
 }
 
 // The ATen thread-local state kernels on `t`'s current stream run under (tests only).

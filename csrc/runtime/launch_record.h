@@ -59,6 +59,9 @@ struct alignas(64) LaunchRecord {
       written_storages |= slot < 64 ? uint64_t(1) << slot : ~uint64_t(0);
     }
   }
+  // Declares that the kernel writes none of the storages it keeps (it only holds
+  // them): bit 63 alone, a slot no record of this kind reaches.
+  void mark_writes_nothing() { written_storages = uint64_t(1) << 63; }
   bool may_write(size_t slot) const {
     return written_storages == 0 || slot >= 64 || ((written_storages >> slot) & 1) != 0;
   }

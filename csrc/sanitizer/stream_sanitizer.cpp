@@ -307,12 +307,14 @@ void on_host_waited_for_event(const void* event) {
 
 void on_host_access(const DeviceTensor& tensor, c10::DeviceIndex /*device*/, bool write, const char* op) {
   if (!enabled()) return;
+  // Before the lock: capturing the site may take the GIL, which a thread
+  // waiting for this lock (inside a launch) may hold.
+  const LaunchSite site = capture_launch_site();
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   std::vector<Use> uses;
   add_tensor_uses(tensor, write, uses);
   Clock& clock = st.actors[kHost].clock;
-  const LaunchSite site = capture_launch_site();
   check_uses(st, uses, kHost, clock, op, site);
   clock.set(kHost, clock.get(kHost) + 1);
   record_uses(st, uses, Touch{kHost, clock.get(kHost), false, op, site}, clock);
@@ -320,7 +322,7 @@ void on_host_access(const DeviceTensor& tensor, c10::DeviceIndex /*device*/, boo
 
 void on_allocate(c10::DeviceIndex /*device*/, const void* host_address, size_t bytes) {
   if (!enabled() || bytes == 0) return;
-  const LaunchSite site = capture_launch_site();
+  const LaunchSite site = capture_launch_site();  // before the lock (see on_host_access)
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   const auto begin = reinterpret_cast<uintptr_t>(host_address);

@@ -69,6 +69,7 @@ def test_profiler_has_a_device_kernel_row_for_every_launch_of_a_training_step(cn
 def test_profiler_kernels_keep_their_stream_and_queue_wait():
     x = torch.ones(16, device="simhpu")
     side = torch.simhpu.Stream()
+    side.wait_stream(torch.simhpu.current_stream())  # x is written on the default stream
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         torch_simhpu._C._sleep_on_device(x, 20_000)
         torch_simhpu.npu_add_custom(x, x)  # queued behind the 20 ms kernel
