@@ -400,6 +400,27 @@ def mismatched_calls_fail_on_every_rank(rank, world):
     return messages
 
 
+def sanitizer_finds_a_collective_output_used_before_wait(rank, world):
+    """The sanitizer: a collective's output touched on the compute stream before
+    work.wait() races with the collective on the communication stream; after
+    wait() it does not."""
+    x = torch.ones(4, device=device())
+    with torch.simhpu.sanitizer.enabled("record"):
+        work = dist.all_reduce(x, async_op=True)
+        x.add_(1)  # [before wait]
+        found = torch.simhpu.sanitizer.reports()
+        torch.simhpu.sanitizer.clear_reports()
+        work.wait()
+        y = torch.ones(4, device=device())
+        dist.all_reduce(y, async_op=True).wait()
+        y.add_(1)  # after wait: ordered
+        clean = torch.simhpu.sanitizer.reports()
+        torch.simhpu.synchronize()
+    assert len(found) == 1 and "all_reduce on simhpu" in found[0] and "stream 0" in found[0], found
+    assert clean == [], clean
+    return found[0]
+
+
 def capture_refuses_collectives(rank, world):
     x = torch.ones(3, device=device())
     graph = torch.simhpu.Graph()

@@ -129,6 +129,11 @@ def test_calls_the_ranks_disagree_on_fail_on_every_rank_naming_what_differs(rank
         assert len(messages) == 6
 
 
+def test_the_sanitizer_finds_a_collective_output_used_before_wait(ranks):
+    for message in ranks.run("sanitizer_finds_a_collective_output_used_before_wait"):
+        assert "simhpu sanitizer: aten::add.out" in message and "distributed_checks.py" in message
+
+
 def test_graph_capture_refuses_a_collective(ranks):
     message = ranks.run("capture_refuses_collectives")[0]
     assert "captur" in message, message
