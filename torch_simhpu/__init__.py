@@ -15,7 +15,17 @@ def _autoload() -> None:
 # still being initialised.
 import torch  # noqa: E402
 
+import glob as _glob  # noqa: E402
 import importlib.metadata  # noqa: E402
+import os as _os  # noqa: E402
+
+if not _glob.glob(_os.path.join(_os.path.dirname(__file__), "_C*.so")):
+    # The source tree (a folder holding torch_simhpu/ without its built module)
+    # is first on sys.path: Python was started in the repository's root.
+    raise ImportError(
+        f"torch_simhpu is being imported from {_os.path.dirname(__file__)}, the source folder, not from the "
+        f"installed wheel: Python was started in {_os.getcwd()}, which puts that folder first on sys.path. "
+        "Run Python from another folder (or `cd` out of the repository) to use the installed torch_simhpu.")
 
 # The release and, as a local label, the hash of the sources it was built from.
 __version__ = importlib.metadata.version("torch_simhpu")

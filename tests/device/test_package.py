@@ -95,3 +95,12 @@ def test_a_rebuilt_operator_package_installs_with_the_plain_command(tmp_path):
     assert first.startswith("0.1.0+g") and second.startswith("0.1.0+g") and first != second
     again, unchanged = build_and_install(2)
     assert again == second and "Successfully installed" not in unchanged
+
+
+def test_python_started_in_the_repository_root_says_the_source_tree_shadows_the_wheel():
+    # `python -c "import torch"` there would load the source folder as torch_simhpu.
+    done = subprocess.run([sys.executable, "-c", "import torch"], cwd=REPOSITORY, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert f"torch_simhpu is being imported from {os.path.join(REPOSITORY, 'torch_simhpu')}, the source folder" \
+        in done.stderr
+    assert "Run Python from another folder" in done.stderr
