@@ -1,9 +1,11 @@
 """Helpers the device tests share, so a tolerance or a subprocess set-up is
 written once."""
 import os
+import re
 import subprocess
 import sys
 
+import pytest
 import torch
 
 
@@ -27,3 +29,23 @@ def run_python(code: str, cwd, **env) -> subprocess.CompletedProcess:
     """Run `code` in a fresh interpreter, in `cwd` (outside the source tree), with extra environment."""
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
                           env=dict(os.environ, **env), timeout=120)
+
+
+def side_stream():
+    """A new simhpu stream that has waited for what the current stream launched so
+    far (as correct code makes a side stream wait before it reads the inputs)."""
+    s = torch.simhpu.Stream()
+    s.wait_stream(torch.simhpu.current_stream())
+    return s
+
+
+def race(fragments=()):
+    """Expects the stream sanitizer to raise inside the block, with each of `fragments` in its message."""
+    return pytest.raises(RuntimeError, match=r"simhpu sanitizer: (?s:.*)" + "".join(
+        f"(?=(?s:.*){re.escape(f)})" for f in fragments))
+
+
+def line_of(path, marker):
+    """The number of the line of file `path` that ends with `marker`."""
+    with open(path) as f:
+        return next(n for n, line in enumerate(f, 1) if line.rstrip().endswith(marker))

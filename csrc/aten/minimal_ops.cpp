@@ -192,8 +192,8 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   }
   check_defined(self, "copy_");
   if (sanitizer::enabled()) {  // the host itself reads the source and writes the destination
-    if (src_on_device) sanitizer::on_host_access(describe_tensor(self), self.device().index(), false, kCopyFrom);
-    if (dst_on_device) sanitizer::on_host_access(describe_tensor(dst), dst.device().index(), true, kCopyFrom);
+    if (src_on_device) sanitizer::on_host_access(describe_tensor(self), false, kCopyFrom);
+    if (dst_on_device) sanitizer::on_host_access(describe_tensor(dst), true, kCopyFrom);
   }
   copy_on_host(self, dst);
   return dst;
@@ -211,11 +211,15 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
   return describe_tensor(self).cpu_view().item();
 }
 
-// Nothing to record: launch records keep storages alive until their kernels
-// ran (see the allocator), so memory used on another stream is safe already.
+// Launch records keep memory alive until their kernels ran (see the
+// allocator), so memory used on another stream is safe already; the sanitizer
+// is told, as on real hardware a free without it would not be safe.
 void record_stream(at::Tensor& self, c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device() == self.device(),
               "record_stream: expected a stream of ", self.device(), ", got ", stream);
+  if (sanitizer::enabled() && self.storage().data() != nullptr) {
+    sanitizer::on_record_stream(stream, host_address(self.device().index(), self.storage().data()));
+  }
 }
 
 // CUDA's answer: a device tensor may take a CPU tensor's place (and back) in

@@ -202,7 +202,7 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
           record.args.emplace_back(NoneArg{});
         } else if (arg.toTensor().is_privateuseone()) {
           record.args.emplace_back(describe_in_record(record, arg.toTensor(), seen));
-          if (ref.arg_written[i]) {
+          if (ref.arg_written[i] || ref.writes_unannounced(i, args)) {
             record.mark_written(std::get<DeviceTensor>(record.args.back()).storage_slot);
           }
         } else {

@@ -106,6 +106,15 @@ bool meta_known_to_differ(const std::string& op_name) {
 
 namespace {
 
+// Writes no schema announces: native_batch_norm (and its out= overload)
+// updates running_mean and running_var (arguments 3 and 4) when `training`
+// (argument 5) is true. Launch records must say so, or the sanitizer would
+// take the update for a read.
+std::vector<std::pair<int, int>> unannounced_writes_of(const std::string& name) {
+  if (name == "aten::native_batch_norm" || name == "aten::native_batch_norm.out") return {{3, 5}, {4, 5}};
+  return {};
+}
+
 std::unique_ptr<ReferenceOp> describe(const c10::OperatorHandle& op) {
   auto ref = std::make_unique<ReferenceOp>(op);
   const c10::FunctionSchema& schema = op.schema();
@@ -123,6 +132,7 @@ std::unique_ptr<ReferenceOp> describe(const c10::OperatorHandle& op) {
     ref->return_alias.push_back(aliased_argument(schema, ret));
     view = view || (ret.alias_info() != nullptr && !ret.alias_info()->isWrite());
   }
+  ref->unannounced_writes = unannounced_writes_of(ref->name);
   ref->hidden_randomness = op.hasTag(at::Tag::nondeterministic_seeded) && !takes_generator;
   ref->meta_differs = meta_differs_for(schema.name());
 

@@ -28,6 +28,10 @@ struct ReferenceOp {
   std::vector<Arg> args;
   std::vector<bool> arg_written;  // the schema marks the argument (a!)
   std::vector<bool> arg_is_out;   // written and keyword-only: an out= tensor
+  // Arguments the CPU kernel writes though the schema does not say so
+  // (BatchNorm's running statistics while training), each with the bool
+  // argument that says it does (-1: always); see writes_unannounced.
+  std::vector<std::pair<int, int>> unannounced_writes;
   // Per return: the argument it aliases (in-place, out= and view ops), or -1 for a new tensor.
   std::vector<int> return_alias;
   // Uses randomness without taking a Generator: the CPU kernel would draw from
@@ -41,6 +45,13 @@ struct ReferenceOp {
   mutable std::atomic<int8_t> empty_out_meta_trusted{-1};
 
   size_t num_args() const { return args.size(); }
+  // Whether this call writes argument `i` without its schema saying so.
+  bool writes_unannounced(size_t i, c10::ArrayRef<c10::IValue> call_args) const {
+    for (const auto& [arg, when] : unannounced_writes) {
+      if (static_cast<size_t>(arg) == i) return when < 0 || (call_args[when].isBool() && call_args[when].toBool());
+    }
+    return false;
+  }
 };
 
 // Whether some calls of the operator ("aten::native_batch_norm", any overload)

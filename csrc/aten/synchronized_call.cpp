@@ -8,6 +8,7 @@
 #include "runtime/generator.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
+#include "sanitizer/stream_sanitizer.h"
 
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -82,13 +83,22 @@ void write_back(const at::Tensor& device_tensor, const at::Tensor& host) {
 void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
   synchronize_stream(current_stream(device.index()));
-  for (const c10::IValue& arg : args) {  // the host reads these now
-    if (arg.isTensor()) {
-      check_defined(arg.toTensor(), ref.name.c_str());
-    } else if (arg.isList()) {
-      for (const c10::IValue& element : arg.toListRef()) {
+  // The host reads these now (and writes what the call writes): the sanitizer
+  // checks that other streams' work on them is ordered before.
+  auto host_uses = [&](const at::Tensor& t, bool write) {
+    check_defined(t, ref.name.c_str());
+    if (sanitizer::enabled() && t.defined() && t.is_privateuseone()) {
+      sanitizer::on_host_access(describe_tensor(t), write, ref.name.c_str());
+    }
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool write = ref.arg_written[i] || ref.writes_unannounced(i, args);
+    if (args[i].isTensor()) {
+      host_uses(args[i].toTensor(), write);
+    } else if (args[i].isList()) {
+      for (const c10::IValue& element : args[i].toListRef()) {
         if (element.isTensor()) {
-          check_defined(element.toTensor(), ref.name.c_str());
+          host_uses(element.toTensor(), write);
         }
       }
     }

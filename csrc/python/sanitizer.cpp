@@ -12,6 +12,8 @@ void bind_sanitizer(py::module_& m) {
     sanitizer::set_mode(static_cast<sanitizer::Mode>(mode));
   });
   m.def("_sanitizer_mode", [] { return static_cast<int>(sanitizer::mode()); });
+  m.def("_sanitizer_set_poison", &sanitizer::set_poison);
+  m.def("_sanitizer_poison", &sanitizer::poison);
   m.def("_sanitizer_reports", &sanitizer::reports);
   m.def("_sanitizer_clear_reports", &sanitizer::clear_reports);
 }

@@ -236,16 +236,26 @@ DeviceCache& cache_for(c10::DeviceIndex device) {
   return *caches[device];
 }
 
-void free_block(void* ptr) {
-  forget_undefined(ptr);
+c10::DeviceIndex device_holding(const void* ptr) {
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-    if (device_memory(d).contains(ptr)) {
-      cache_for(d).free(ptr, gather_memory_stack());
-      return;
-    }
+    if (device_memory(d).contains(ptr)) return d;
   }
   TORCH_INTERNAL_ASSERT(false, "simhpu: freeing memory that belongs to no device");
 }
+
+// The block back to its device's cache.
+void release_block(void* ptr) {
+  forget_undefined(ptr);
+  cache_for(device_holding(ptr)).free(ptr, gather_memory_stack());
+}
+
+// The deleter of device storages: the block is released now, or, while the
+// sanitizer holds it for launches still pending, once they ran.
+void free_block(void* ptr) {
+  if (!sanitizer::take_over_free(device_holding(ptr), ptr)) release_block(ptr);
+}
+
+const bool block_release_set = (sanitizer::set_block_release(&release_block), true);
 
 class SimhpuAllocator final : public c10::DeviceAllocator {
  public:
@@ -257,7 +267,7 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
       note_allocation_for_capture(ptr);
     }
     if (sanitizer::enabled()) {
-      sanitizer::on_allocate(device, host_address(device, ptr), nbytes);
+      sanitizer::on_allocate(current_stream(device), host_address(device, ptr), nbytes);
     }
     return {ptr, ptr, &free_block, device_of(device)};
   }
@@ -279,8 +289,13 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
     }
   }
   // Launch records keep storages alive until their kernels ran, so a block is
-  // only freed (and reused) once every stream using it is past it.
-  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  // only freed (and reused) once every stream using it is past it; the
+  // sanitizer checks frees as real hardware's allocator would reuse them.
+  void recordStream(const c10::DataPtr& data, c10::Stream stream) override {
+    if (sanitizer::enabled() && data.get() != nullptr) {
+      sanitizer::on_record_stream(stream, host_address(stream.device_index(), data.get()));
+    }
+  }
 
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     check_device_index(device, "memory_stats");

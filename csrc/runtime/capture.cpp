@@ -82,6 +82,10 @@ ThreadCapture end_capture() {
 
 std::atomic<int> threads_capturing{0};
 
+const LaunchSequence* graph_replayed_by(const LaunchRecord& record) {
+  return record.kernel == &kGraphReplay ? static_cast<const LaunchSequence*>(record.payload) : nullptr;
+}
+
 size_t LaunchSequence::kernel_count() const {
   size_t n = 0;
   for (const LaunchRecord& r : records) {

@@ -65,6 +65,9 @@ void before_host_wait(c10::DeviceIndex device, const char* what);
 // this thread captures the stream is itself captured (it runs nested).
 void launch_sequence(const c10::Stream& stream, std::shared_ptr<const LaunchSequence> sequence, CaptureKind kind);
 
+// The sequence a queued record replays (a graph's), or null.
+const LaunchSequence* graph_replayed_by(const LaunchRecord& record);
+
 // Called by the allocator for each block it hands out while threads capture.
 void note_allocation_for_capture(const void* block);
 

@@ -101,18 +101,32 @@ c10::Stream communication_stream(c10::DeviceIndex device) {
   return c10::Stream(c10::Stream::UNSAFE, device_of(device), kCommunicationStreamId);
 }
 
+namespace {
+// Launch slots this thread holds: the sanitizer's own launches (before_launch)
+// are made only outside them, as a slot holds its queue's producer lock.
+thread_local int open_slots = 0;
+} // namespace
+
 LaunchSlot::LaunchSlot(const c10::Stream& stream) : stream_(stream) {
   check_not_forked();
+  if (open_slots == 0) {
+    sanitizer::before_launch();
+  }
   record_ = captured_record_for(stream);
   captured_ = record_ != nullptr;
   if (!captured_) {
     claim_from_queue(stream);
   }
+  ++open_slots;
 }
 
 LaunchSlot::LaunchSlot(const c10::Stream& stream, BypassCapture) : stream_(stream) {
   check_not_forked();
+  if (open_slots == 0) {
+    sanitizer::before_launch();
+  }
   claim_from_queue(stream);
+  ++open_slots;
 }
 
 void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
@@ -127,7 +141,9 @@ void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
 }
 
 void LaunchSlot::commit() {
-  if (!captured_ && sanitizer::enabled()) {
+  // A launch collected into a cluster runs in the order it was made (a graph's
+  // captured launches: when it is replayed, which the replay's launch covers).
+  if (sanitizer::enabled() && (!captured_ || !capturing_graph())) {
     sanitizer::on_launch(*record_, stream_);  // raises on a race (the slot is then dropped)
   }
   committed_ = true;
@@ -148,6 +164,7 @@ void LaunchSlot::commit() {
 }
 
 LaunchSlot::~LaunchSlot() {
+  --open_slots;
   if (committed_) {
     return;
   }
@@ -179,6 +196,7 @@ void synchronize_stream(const c10::Stream& stream) {
   before_host_wait(stream.device_index(), "synchronizing");
   sanitizer::on_host_waited_for_stream(stream);  // (before raising a failure: the wait happened)
   queue_of(stream).synchronize();
+  sanitizer::raise_pending();
 }
 
 bool query_stream(const c10::Stream& stream) {
@@ -212,6 +230,7 @@ void synchronize_device(c10::DeviceIndex device) {
     }
   }
   TORCH_CHECK(failures.empty(), failures);
+  sanitizer::raise_pending();
 }
 
 void synchronize_all_devices() {

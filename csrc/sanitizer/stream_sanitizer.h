@@ -12,9 +12,18 @@
 // spans in device memory, read or written as the launch declares) are checked
 // against the accesses recorded on their memory since it was allocated.
 //
-// The runtime tells it about launches (LaunchSlot::commit), host waits and
-// allocations; nothing else of the runtime knows it. Off, each hook is one
-// relaxed atomic load.
+// Memory is checked as the caching allocator of real hardware would reuse it:
+// a block freed while a stream other than the one it was allocated on may still
+// use it (no record_stream, no ordering) is reported when the storage dies, not
+// only when memory runs short. To see that moment, the launches made while it is
+// on hold the block rather than the storage (see on_launch); the block goes back
+// to the allocator once the last of them ran. With poisoning on, a freed block is
+// filled with NaN (or 0xA5 bytes) on its allocation stream, as a reuse would
+// overwrite it, so an unordered read shows in the values.
+//
+// The runtime tells it about launches (LaunchSlot), host waits, allocations,
+// frees and record_stream; nothing else of the runtime knows it. Off, each hook
+// is one relaxed atomic load.
 #include "runtime/launch_record.h"
 
 #include <c10/core/Stream.h>
@@ -41,8 +50,26 @@ inline bool enabled() {
 void set_mode(Mode mode);
 Mode mode();
 
-// The launch path: `record` is about to be queued on `stream` (raises in Raise mode).
-void on_launch(const LaunchRecord& record, const c10::Stream& stream);
+// Whether freed blocks are poisoned (off unless asked for).
+void set_poison(bool on);
+bool poison();
+
+// The launch path: `record` is about to be queued on `stream` (raises in Raise
+// mode). Its storages of device blocks are swapped for holds of the blocks.
+void on_launch(LaunchRecord& record, const c10::Stream& stream);
+
+// A launch is about to be claimed on this thread, outside any other launch:
+// queues the poisoning of blocks freed since, and raises (Raise mode) what a
+// free found.
+namespace detail {
+extern std::atomic<bool> has_pending;
+} // namespace detail
+void before_launch_slow();
+inline void before_launch() {
+  if (detail::has_pending.load(std::memory_order_relaxed)) before_launch_slow();
+}
+// Raises (Raise mode) what a free found since the last launch; for host waits.
+void raise_pending();
 
 // The host has waited for everything queued so far on the stream / the device /
 // up to the event's last record.
@@ -51,10 +78,27 @@ void on_host_waited_for_device(c10::DeviceIndex device);
 void on_host_waited_for_event(const void* event);
 
 // The host reads (or writes) device memory itself: a copy to or from the CPU.
-void on_host_access(const DeviceTensor& tensor, c10::DeviceIndex device, bool write, const char* op);
+void on_host_access(const DeviceTensor& tensor, bool write, const char* op);
 
-// A block handed out by the allocator: its earlier history no longer applies.
-void on_allocate(c10::DeviceIndex device, const void* host_address, size_t bytes);
+// A block handed out by the allocator for `stream`: its earlier history no longer applies.
+void on_allocate(const c10::Stream& stream, const void* host_address, size_t bytes);
+
+// tensor.record_stream(stream): the block is not reused before `stream` is past
+// what was launched on it so far, so that stream's uses need no other ordering.
+void on_record_stream(const c10::Stream& stream, const void* block_host_address);
+
+// The allocator's deleter for device blocks: true when the sanitizer holds the
+// block (it then checks the free, and the block returns to `release` once the
+// launches holding it ran); false: free it now.
+namespace detail {
+extern std::atomic<size_t> held_blocks;
+} // namespace detail
+bool take_over_free_slow(c10::DeviceIndex device, void* device_ptr);
+inline bool take_over_free(c10::DeviceIndex device, void* device_ptr) {
+  return detail::held_blocks.load(std::memory_order_relaxed) != 0 && take_over_free_slow(device, device_ptr);
+}
+// Set by the allocator: returns a block to its cache.
+void set_block_release(void (*release)(void* device_ptr));
 
 // What Record mode found, oldest first; and forgetting it.
 std::vector<std::string> reports();

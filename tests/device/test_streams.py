@@ -69,6 +69,7 @@ def write_later(stream, x, value):
     busy(stream, 100_000)
     with torch.simhpu.stream(stream):
         torch_simhpu.npu_lerp_scalar_(x, source, 1.0)
+    source.record_stream(stream)  # freed on return, while `stream` may still read it
 
 
 def test_without_a_wait_the_consumer_runs_ahead():

@@ -1,0 +1,158 @@
+"""Stream-safe memory under the sanitizer: a tensor dropped while a stream other
+than its allocation stream may still use it, without record_stream or an
+ordering, is reported when it is freed — no memory pressure needed — as real
+hardware's caching allocator would hand the block out again to the allocation
+stream's next launches. Poisoning makes such a late use show in the values."""
+import pytest
+import torch
+
+import torch_simhpu
+from helpers import line_of, race, side_stream
+
+sanitizer = torch.simhpu.sanitizer
+D = "simhpu"
+
+
+@pytest.fixture(autouse=True)
+def _clean_sanitizer():
+    torch.simhpu.synchronize()
+    yield
+    sanitizer.disable()
+    sanitizer.clear_reports()
+    torch.simhpu.synchronize()
+
+
+def stall(stream, microseconds=100_000):
+    """Holds `stream` back, so what is launched on it after runs late (and nothing waits on the host)."""
+    with torch.simhpu.stream(stream):
+        torch_simhpu._C._sleep_on_device(torch.empty(1, device=D), microseconds)
+
+
+def test_a_tensor_freed_while_a_side_stream_reads_it_is_reported_at_the_next_launch():
+    sanitizer.enable("raise")
+    x = torch.ones(1000, device=D)  # [allocated on the default stream]
+    s = side_stream()
+    with torch.simhpu.stream(s):
+        y = x * 2  # [read on the side stream]
+    del x  # [freed with no record_stream]
+    with pytest.raises(RuntimeError) as caught:
+        torch.zeros(3, device=D)
+    message = str(caught.value)
+    here = __file__
+    assert message.startswith(
+        f"simhpu sanitizer: a Float tensor of shape [1000] allocated on simhpu:0 stream 0 "
+        f"(at {here}:{line_of(here, '[allocated on the default stream]')}) was freed "
+        f"(at {here}:{line_of(here, '[freed with no record_stream]')}) while aten::mul.Tensor on simhpu:0 stream "
+        f"{s.stream_id} (at {here}:{line_of(here, '[read on the side stream]')}), launched before, may still read "
+        f"it"), message
+    assert f"tensor.record_stream(simhpu:0 stream {s.stream_id})" in message
+    torch.simhpu.synchronize()
+    torch.testing.assert_close(y.cpu(), torch.full((1000,), 2.0))  # the device is still usable
+
+
+def test_in_record_mode_the_free_is_kept_and_the_program_goes_on():
+    sanitizer.enable("record")
+    x = torch.ones(8, device=D)
+    s = side_stream()
+    with torch.simhpu.stream(s):
+        x.add_(1)  # written on the side stream
+    del x
+    found = sanitizer.reports()
+    assert len(found) == 1 and "was freed" in found[0] and "may still write it" in found[0], found
+    torch.simhpu.synchronize()
+
+
+def test_a_free_found_is_raised_by_a_synchronisation_too():
+    sanitizer.enable("raise")
+    x = torch.ones(8, device=D)
+    s = side_stream()
+    with torch.simhpu.stream(s):
+        x * 2
+    del x
+    with race(["was freed", "aten::mul.Tensor"]):
+        torch.simhpu.synchronize()
+
+
+@pytest.mark.parametrize("ordering", ["record_stream", "wait_stream", "host synchronises", "event wait"])
+def test_a_free_after_the_use_is_ordered_or_recorded_is_clean(ordering):
+    sanitizer.enable("raise")
+    x = torch.ones(1000, device=D)
+    s = side_stream()
+    with torch.simhpu.stream(s):
+        y = x * 2
+    if ordering == "record_stream":
+        x.record_stream(s)
+    elif ordering == "wait_stream":
+        torch.simhpu.current_stream().wait_stream(s)
+    elif ordering == "host synchronises":
+        s.synchronize()
+    else:
+        torch.simhpu.current_stream().wait_event(s.record_event())
+    del x
+    z = torch.zeros(1000, device=D)  # may reuse x's block
+    torch.simhpu.synchronize()
+    torch.testing.assert_close(y.cpu(), torch.full((1000,), 2.0))
+    assert float(z.sum().cpu()) == 0.0
+
+
+def test_a_tensor_used_only_on_its_own_stream_frees_cleanly():
+    sanitizer.enable("raise")
+    for _ in range(3):
+        x = torch.ones(100, device=D)
+        y = (x * 2).sum()
+        del x
+    torch.simhpu.synchronize()
+    assert float(y.cpu()) == 200.0
+
+
+def test_a_tensor_allocated_on_a_side_stream_and_used_there_frees_cleanly():
+    sanitizer.enable("raise")
+    s = side_stream()
+    with torch.simhpu.stream(s):
+        x = torch.ones(100, device=D)
+        y = x * 2
+        del x
+    torch.simhpu.current_stream().wait_stream(s)
+    torch.testing.assert_close(y.cpu(), torch.full((100,), 2.0))
+
+
+@pytest.mark.parametrize("dtype,poisoned", [(torch.float32, float("nan")), (torch.float16, float("nan")),
+                                            (torch.int32, -0x5A5A5A5B), (torch.uint8, 0xA5)])
+def test_poison_makes_a_read_after_the_free_show_in_the_values(dtype, poisoned):
+    sanitizer.enable("record", poison=True)
+    x = torch.ones(256, device=D, dtype=dtype)
+    s = side_stream()
+    stall(s)
+    with torch.simhpu.stream(s):
+        y = x.clone()  # runs after the stall: after the free, on real hardware after a reuse
+    del x
+    torch.zeros(1, device=D)  # the default stream's next launch: the freed block is filled before it
+    torch.simhpu.synchronize()
+    assert len(sanitizer.reports()) == 1
+    expected = torch.full((256,), poisoned, dtype=dtype)
+    torch.testing.assert_close(y.cpu(), expected, equal_nan=True)
+
+
+def test_poison_leaves_a_recorded_tensor_alone():
+    sanitizer.enable("record", poison=True)
+    x = torch.ones(256, device=D)
+    s = side_stream()
+    stall(s)
+    with torch.simhpu.stream(s):
+        y = x.clone()
+    x.record_stream(s)
+    del x
+    torch.zeros(1, device=D)
+    torch.simhpu.synchronize()
+    assert sanitizer.reports() == []
+    torch.testing.assert_close(y.cpu(), torch.ones(256))
+
+
+def test_poison_does_not_touch_memory_still_in_use_on_its_own_stream():
+    sanitizer.enable("raise", poison=True)
+    x = torch.ones(256, device=D)
+    stall(torch.simhpu.current_stream())
+    y = x * 3  # queued behind the stall, on x's own stream: ordered before the poison
+    del x
+    torch.zeros(1, device=D)
+    torch.testing.assert_close(y.cpu(), torch.full((256,), 3.0))
