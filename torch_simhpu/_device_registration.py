@@ -19,6 +19,7 @@ def register() -> None:
     _check_autograd_engine()
     device.memory._start_from_environment()
     device.sanitizer._start_from_environment()
+    device.chaos._announce_from_environment()
 
 
 def _drain_at_exit() -> None:

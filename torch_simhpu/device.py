@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from torch_simhpu import _C
+from torch_simhpu import chaos  # noqa: F401  (torch.simhpu.chaos)
 from torch_simhpu import memory  # noqa: F401  (torch.simhpu.memory)
 from torch_simhpu import sanitizer  # noqa: F401  (torch.simhpu.sanitizer)
 from torch_simhpu.graphs import Graph, graph, graph_pool_handle  # noqa: F401

@@ -25,7 +25,10 @@ def trace(path: str | os.PathLike):
     finally:
         with file:
             entries = _C._stop_trace(mark)  # waits for the kernels launched so far
-            json.dump({"traceEvents": chrome_events(entries), "displayTimeUnit": "ms"}, file)
+            document = {"traceEvents": chrome_events(entries), "displayTimeUnit": "ms"}
+            if _C._chaos_seed() is not None:  # the timing came from these delays
+                document["otherData"] = {"SIMHPU_CHAOS": _C._chaos_seed()}
+            json.dump(document, file)
     _C._synchronize_all()  # a kernel of the block that failed is raised here
 
 

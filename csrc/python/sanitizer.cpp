@@ -1,6 +1,9 @@
 #include "python/sanitizer.h"
 
+#include "chaos/chaos_scheduler.h"
 #include "sanitizer/stream_sanitizer.h"
+
+#include <pybind11/stl.h>
 
 namespace py = pybind11;
 
@@ -16,6 +19,8 @@ void bind_sanitizer(py::module_& m) {
   m.def("_sanitizer_poison", &sanitizer::poison);
   m.def("_sanitizer_reports", &sanitizer::reports);
   m.def("_sanitizer_clear_reports", &sanitizer::clear_reports);
+  m.def("_chaos_seed", &chaos::seed);
+  m.def("_set_chaos_seed", &chaos::set_seed);
 }
 
 } // namespace simhpu

@@ -1,5 +1,6 @@
 #include "runtime/launch_queue.h"
 
+#include "chaos/chaos_scheduler.h"
 #include "runtime/fork_guard.h"
 #include "runtime/launch_site.h"
 #include "runtime/spin.h"
@@ -144,10 +145,13 @@ void LaunchQueue::work() {
   uint64_t head = 0;
   for (;;) {
     uint64_t available = tail_.load(std::memory_order_acquire);
-    if (available == head) {
+    bool after_idle = available == head;
+    if (after_idle) {
       available = wait_for_work(head);
     }
     for (; head < available; ++head) {
+      chaos::before_kernel(stream_, after_idle);
+      after_idle = false;
       run(ring_[head % kQueueCapacity]);
       // A host going to sleep either sees this progress or is counted in
       // host_sleepers_ and woken (see light_fence).
@@ -181,6 +185,9 @@ std::optional<std::string> LaunchQueue::take_failure() {
   std::lock_guard<std::mutex> lock(failure_mu_);
   std::optional<std::string> failure = std::move(failure_);
   failure_.reset();
+  if (failure && chaos::enabled()) {
+    *failure += chaos::note();
+  }
   return failure;
 }
 

@@ -1,5 +1,6 @@
 #include "sanitizer/stream_sanitizer.h"
 
+#include "chaos/chaos_scheduler.h"
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/launch_queue.h"
@@ -221,6 +222,7 @@ std::string race_message(State& st, const Use& use, ActorId me, const LaunchSite
     out << ". Make " << us.name << " wait for " << them.name << " before it (stream.wait_stream(other), or "
         << "other.record_event() then stream.wait_event(event)), or synchronise the host between them";
   }
+  out << chaos::note();
   return out.str();
 }
 
@@ -305,7 +307,7 @@ void check_free(State& st, uintptr_t begin, const LaunchSite& freed_at) {
         << (a.touch.write ? "write" : "read") << " it: nothing orders that use before " << owner.name
         << "'s next launches, and real hardware's caching allocator hands the memory out again to them. Call "
         << "tensor.record_stream(" << them << ") after the use on it, or make " << owner.name << " wait for "
-        << them << " before the tensor is dropped";
+        << them << " before the tensor is dropped" << chaos::note();
     report_later(st, out.str());
     return;  // one report per free
   }
