@@ -421,6 +421,37 @@ def sanitizer_finds_a_collective_output_used_before_wait(rank, world):
     return found[0]
 
 
+def sanitizer_finds_a_gradient_bucket_read_before_its_all_reduce(rank, world):
+    """DDP's pattern by hand: gradients flattened into one bucket, the bucket
+    all-reduced asynchronously, the optimizer reading its views. Reading them
+    before work.wait() races with the all-reduce; after wait() it does not."""
+    torch.manual_seed(rank)
+    params = [torch.randn(3, 4, device=device()), torch.randn(5, device=device())]
+    grads = [torch.randn_like(p) for p in params]
+
+    def step(wait_first):
+        bucket = torch.cat([g.reshape(-1) for g in grads])  # on the compute stream
+        work = dist.all_reduce(bucket, async_op=True)
+        if wait_first:
+            work.wait()
+        views = bucket.split([g.numel() for g in grads])
+        for p, view in zip(params, views):
+            p.add_(view.view_as(p), alpha=-0.1)  # [the optimizer reads the bucket]
+        if not wait_first:
+            work.wait()
+
+    with torch.simhpu.sanitizer.enabled("record"):
+        step(wait_first=False)
+        found = torch.simhpu.sanitizer.reports()
+        torch.simhpu.sanitizer.clear_reports()
+        step(wait_first=True)
+        clean = torch.simhpu.sanitizer.reports()
+        torch.simhpu.synchronize()
+    assert found and all("all_reduce on simhpu" in m and "aten::add.out" in m for m in found), found
+    assert clean == [], clean
+    return found[0]
+
+
 def capture_refuses_collectives(rank, world):
     x = torch.ones(3, device=device())
     graph = torch.simhpu.Graph()

@@ -35,16 +35,22 @@ inline WrittenList written(at::TensorList tensors) {
 
 namespace detail {
 
-inline void add_arg(LaunchRecord& r, const at::Tensor& t) {
-  r.args.emplace_back(describe_tensor(t));
+// Each tensor names its storage's slot, so what the launch touches is known by
+// span (the sanitizer: disjoint slices of one storage do not conflict).
+inline DeviceTensor describe_kept(LaunchRecord& r, const at::Tensor& t) {
+  DeviceTensor d = describe_tensor(t);
+  d.storage_slot = static_cast<int32_t>(r.keep_alive.size());
   r.keep_alive.push_back(t.storage());
+  return d;
+}
+inline void add_arg(LaunchRecord& r, const at::Tensor& t) {
+  r.args.emplace_back(describe_kept(r, t));
 }
 inline void add_arg(LaunchRecord& r, at::TensorList list) {
   std::vector<DeviceTensor> descriptors;
   descriptors.reserve(list.size());
   for (const auto& t : list) {
-    descriptors.push_back(describe_tensor(t));
-    r.keep_alive.push_back(t.storage());
+    descriptors.push_back(describe_kept(r, t));
   }
   r.args.emplace_back(std::move(descriptors));
 }

@@ -1,5 +1,7 @@
 #include "runtime/pinned_memory.h"
 
+#include "sanitizer/stream_sanitizer.h"
+
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
@@ -23,6 +25,7 @@ PinnedBlocks& blocks() {
 }
 
 void free_pinned(void* ptr) {
+  sanitizer::on_pinned_free(ptr);  // a guarded block is writable again first
   {
     std::lock_guard<std::mutex> lock(blocks().mu);
     blocks().by_start.erase(static_cast<const char*>(ptr));
@@ -62,6 +65,12 @@ c10::Allocator* pinned_allocator() {
 }
 
 bool is_pinned(const void* ptr) {
+  const char* start = nullptr;
+  size_t size = 0;
+  return pinned_block_of(ptr, &start, &size);
+}
+
+bool pinned_block_of(const void* ptr, const char** start, size_t* size) {
   const char* p = static_cast<const char*>(ptr);
   std::lock_guard<std::mutex> lock(blocks().mu);
   auto it = blocks().by_start.upper_bound(p);
@@ -69,7 +78,12 @@ bool is_pinned(const void* ptr) {
     return false;
   }
   --it;
-  return p < it->first + it->second;
+  if (p >= it->first + it->second) {
+    return false;
+  }
+  *start = it->first;
+  *size = it->second;
+  return true;
 }
 
 } // namespace simhpu

@@ -11,4 +11,7 @@ c10::Allocator* pinned_allocator();
 // Whether `ptr` lies inside a pinned block.
 bool is_pinned(const void* ptr);
 
+// The pinned block `ptr` lies in (whole pages), or false.
+bool pinned_block_of(const void* ptr, const char** start, size_t* size);
+
 } // namespace simhpu

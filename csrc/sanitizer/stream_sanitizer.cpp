@@ -1,10 +1,12 @@
 #include "sanitizer/stream_sanitizer.h"
 
 #include "chaos/chaos_scheduler.h"
+#include "sanitizer/pinned_guard.h"
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/launch_queue.h"
 #include "runtime/memory_history.h"
+#include "runtime/pinned_memory.h"
 #include "runtime/streams.h"
 
 #include <c10/util/Exception.h>
@@ -77,6 +79,14 @@ struct Block {
   std::string what;  // "Float tensor of shape [4]", the same tensor
 };
 
+// A pinned host block launches read later, guarded against host writes until
+// the host is ordered after each of them.
+struct PinnedReads {
+  size_t size = 0;
+  std::string what;
+  std::vector<Touch> reads;
+};
+
 // A freed block to fill on its allocation stream (see before_launch).
 struct PendingPoison {
   c10::Stream stream;
@@ -101,6 +111,7 @@ struct State {
   std::unordered_map<const void*, c10::Storage> holds;
   std::vector<PendingPoison> poison_queue;
   std::string pending_raise;  // Raise mode: what a free found, raised at the next launch
+  std::map<uintptr_t, PinnedReads> pinned;  // by block start
 
   ActorId actor_of(const c10::Stream& stream) {
     const auto key = std::make_pair(static_cast<int>(stream.device_index()), stream.id());
@@ -313,6 +324,74 @@ void check_free(State& st, uintptr_t begin, const LaunchSite& freed_at) {
   }
 }
 
+// Pinned host blocks the launch reads are guarded until the host is ordered
+// after it; one it writes (a copy out of the device) is not, and stops being.
+void guard_pinned_reads(State& st, const LaunchRecord& record, ActorId me) {
+  auto visit = [&](const DeviceTensor& t) {
+    if (t.storage_slot < 0 || static_cast<size_t>(t.storage_slot) >= record.keep_alive.size()) return;
+    const c10::Storage& storage = record.keep_alive[t.storage_slot];
+    const char* start = nullptr;
+    size_t size = 0;
+    if (!storage || storage.device_type() != c10::DeviceType::CPU || !pinned_block_of(t.data, &start, &size)) return;
+    const auto begin = reinterpret_cast<uintptr_t>(start);
+    if (record.may_write(static_cast<size_t>(t.storage_slot))) {
+      pinned::unguard(begin);
+      st.pinned.erase(begin);
+      return;
+    }
+    PinnedReads& guarded = st.pinned[begin];
+    guarded.size = size;
+    guarded.what = describe(t);
+    guarded.reads.push_back(Touch{me, st.actors[me].clock.get(me), false, record.op_name, record.site});
+    if (!pinned::guard(begin, size)) st.pinned.erase(begin);  // (out of slots: unguarded)
+  };
+  for (const KernelArg& arg : record.args) {
+    if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
+      visit(*t);
+    } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&arg)) {
+      for (const auto& t : *list) visit(t);
+    }
+  }
+}
+
+// Reports the guarded blocks the host wrote (the fault handler marked them).
+void report_pinned_writes(State& st, const LaunchSite& noticed_at) {
+  for (const uintptr_t begin : pinned::take_hits()) {
+    auto it = st.pinned.find(begin);
+    if (it == st.pinned.end()) continue;
+    const Clock& host = st.actors[kHost].clock;
+    for (const Touch& read : it->second.reads) {
+      if (host.get(read.actor) >= read.epoch) continue;
+      std::ostringstream out;
+      out << "simhpu sanitizer: the host wrote pinned memory (a " << it->second.what << ") that " << read.op << " on "
+          << st.actors[read.actor].name << " (at " << where(read.site) << "), launched before with non_blocking=True, "
+          << "may still be reading: nothing ordered the copy before the write (noticed at " << where(noticed_at)
+          << "). Synchronise " << st.actors[read.actor].name << ", or an event recorded after the copy, before "
+          << "refilling the buffer" << chaos::note();
+      report_later(st, out.str());
+      break;
+    }
+    st.pinned.erase(it);
+  }
+}
+
+// Guards whose reads the host is now ordered after are lifted.
+void release_ordered_pinned(State& st) {
+  const Clock& host = st.actors[kHost].clock;
+  for (auto it = st.pinned.begin(); it != st.pinned.end();) {
+    auto& reads = it->second.reads;
+    reads.erase(std::remove_if(reads.begin(), reads.end(),
+                               [&](const Touch& r) { return host.get(r.actor) >= r.epoch; }),
+                reads.end());
+    if (reads.empty()) {
+      pinned::unguard(it->first);
+      it = st.pinned.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 // Fills a freed block as a reuse would overwrite it: NaN for floating types, 0xA5 bytes otherwise.
 void poison_block(KernelArgs& args) {
   const auto& block = std::get<DeviceTensor>(args[0]);
@@ -393,6 +472,11 @@ void set_mode(Mode m) {
       }
     }
   }
+  if (m == Mode::Off) {  // nothing is guarded while off
+    for (const auto& [begin, reads] : st.pinned) pinned::unguard(begin);
+    st.pinned.clear();
+    pinned::take_hits();
+  }
   detail::mode.store(static_cast<int>(m), std::memory_order_relaxed);
 }
 
@@ -454,16 +538,21 @@ void on_launch(LaunchRecord& record, const c10::Stream& stream) {
     return;  // (the graph holds its memory)
   }
   process(st, record, me, stream.device_index(), record.op_name, record.site);
-  if (record.kind == LaunchRecord::Kind::Kernel) hold_blocks(st, record);
+  if (record.kind == LaunchRecord::Kind::Kernel) {
+    hold_blocks(st, record);
+    guard_pinned_reads(st, record, me);
+  }
 }
 
 void before_launch_slow() {
   if (on_launch_worker()) return;  // a kernel's own launches: the host thread does this
+  const LaunchSite site = pinned::any_hit() ? capture_launch_site() : LaunchSite{};  // before the lock
   State& st = state();
   std::vector<PendingPoison> poisons;
   std::string raise;
   {
     std::lock_guard<std::mutex> lock(st.mu);
+    report_pinned_writes(st, site);
     poisons.swap(st.poison_queue);
     if (mode() == Mode::Raise) raise.swap(st.pending_raise);
     detail::has_pending.store(!st.pending_raise.empty(), std::memory_order_relaxed);
@@ -474,10 +563,12 @@ void before_launch_slow() {
 
 void raise_pending() {
   if (!detail::has_pending.load(std::memory_order_relaxed) || mode() != Mode::Raise) return;
+  const LaunchSite site = pinned::any_hit() ? capture_launch_site() : LaunchSite{};  // before the lock
   State& st = state();
   std::string raise;
   {
     std::lock_guard<std::mutex> lock(st.mu);
+    report_pinned_writes(st, site);
     raise.swap(st.pending_raise);
     detail::has_pending.store(!st.poison_queue.empty(), std::memory_order_relaxed);
   }
@@ -486,26 +577,35 @@ void raise_pending() {
 
 void on_host_waited_for_stream(const c10::Stream& stream) {
   if (!enabled()) return;
+  const LaunchSite site = pinned::any_hit() ? capture_launch_site() : LaunchSite{};  // before the lock
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
+  report_pinned_writes(st, site);
   st.actors[kHost].clock.join(st.actors[st.actor_of(stream)].clock);
+  release_ordered_pinned(st);
 }
 
 void on_host_waited_for_device(c10::DeviceIndex device) {
   if (!enabled()) return;
+  const LaunchSite site = pinned::any_hit() ? capture_launch_site() : LaunchSite{};  // before the lock
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
+  report_pinned_writes(st, site);
   for (const auto& [key, actor] : st.stream_actors) {
     if (key.first == device) st.actors[kHost].clock.join(st.actors[actor].clock);
   }
+  release_ordered_pinned(st);
 }
 
 void on_host_waited_for_event(const void* event) {
   if (!enabled()) return;
+  const LaunchSite site = pinned::any_hit() ? capture_launch_site() : LaunchSite{};  // before the lock
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
+  report_pinned_writes(st, site);
   auto it = st.event_clocks.find(event);
   if (it != st.event_clocks.end()) st.actors[kHost].clock.join(it->second);
+  release_ordered_pinned(st);
 }
 
 void on_host_access(const DeviceTensor& tensor, bool write, const char* op) {
@@ -579,9 +679,20 @@ bool take_over_free_slow(c10::DeviceIndex device, void* device_ptr) {
   return true;
 }
 
+void on_pinned_free(const void* block) {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  const auto begin = reinterpret_cast<uintptr_t>(block);
+  if (st.pinned.count(begin) == 0) return;
+  report_pinned_writes(st, LaunchSite{});
+  pinned::unguard(begin);
+  st.pinned.erase(begin);
+}
+
 std::vector<std::string> reports() {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
+  report_pinned_writes(st, LaunchSite{});
   return st.reports;
 }
 

@@ -21,6 +21,11 @@
 // filled with NaN (or 0xA5 bytes) on its allocation stream, as a reuse would
 // overwrite it, so an unordered read shows in the values.
 //
+// Pinned host memory a launch reads later (a non_blocking copy from it) is made
+// read-only until the host has synchronised with that launch: a host write to
+// it in between (refilling the buffer too soon) is caught by the page fault it
+// makes (see pinned_guard.h) and reported at the next launch or synchronisation.
+//
 // The runtime tells it about launches (LaunchSlot), host waits, allocations,
 // frees and record_stream; nothing else of the runtime knows it. Off, each hook
 // is one relaxed atomic load.
@@ -99,6 +104,9 @@ inline bool take_over_free(c10::DeviceIndex device, void* device_ptr) {
 }
 // Set by the allocator: returns a block to its cache.
 void set_block_release(void (*release)(void* device_ptr));
+
+// A pinned host block is freed (the sanitizer stops guarding it).
+void on_pinned_free(const void* block);
 
 // What Record mode found, oldest first; and forgetting it.
 std::vector<std::string> reports();

@@ -134,6 +134,11 @@ def test_the_sanitizer_finds_a_collective_output_used_before_wait(ranks):
         assert "simhpu sanitizer: aten::add.out" in message and "distributed_checks.py" in message
 
 
+def test_the_sanitizer_finds_a_gradient_bucket_read_before_its_all_reduce(ranks):
+    for message in ranks.run("sanitizer_finds_a_gradient_bucket_read_before_its_all_reduce"):
+        assert "reads" in message and "all_reduce on simhpu" in message, message
+
+
 def test_graph_capture_refuses_a_collective(ranks):
     message = ranks.run("capture_refuses_collectives")[0]
     assert "captur" in message, message

@@ -8,7 +8,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SUITES = ["test_streams.py", "test_model_zoo.py", "test_graph_mode.py", "test_profiler.py", "test_distributed.py"]
+SUITES = ["test_streams.py", "test_memory.py", "test_model_zoo.py", "test_graph_mode.py", "test_profiler.py",
+          "test_distributed.py"]
 
 
 def test_the_suites_run_clean_under_the_sanitizer(tmp_path):

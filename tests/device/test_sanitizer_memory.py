@@ -156,3 +156,67 @@ def test_poison_does_not_touch_memory_still_in_use_on_its_own_stream():
     del x
     torch.zeros(1, device=D)
     torch.testing.assert_close(y.cpu(), torch.full((256,), 3.0))
+
+
+def pinned_copy_pending():
+    """A pinned buffer copied to the device with non_blocking=True behind a stall:
+    the copy reads the buffer later, on the worker."""
+    buffer = torch.ones(1 << 14).pin_memory()
+    on_device = torch.empty(1 << 14, device=D)
+    stall(torch.simhpu.current_stream())
+    on_device.copy_(buffer, non_blocking=True)  # [the copy that reads the buffer later]
+    return buffer, on_device
+
+
+def test_a_pinned_buffer_refilled_while_its_non_blocking_copy_is_pending_is_reported():
+    sanitizer.enable("record")
+    buffer, on_device = pinned_copy_pending()
+    buffer.fill_(7)  # refilled too soon: on real hardware the copy may read 7s
+    torch.zeros(1, device=D)  # [noticed here]
+    found = sanitizer.reports()
+    here = __file__
+    assert len(found) == 1, found
+    assert found[0].startswith(
+        f"simhpu sanitizer: the host wrote pinned memory (a Float tensor of shape [16384]) that aten::_copy_from on "
+        f"simhpu:0 stream 0 (at {here}:{line_of(here, '[the copy that reads the buffer later]')}), launched before "
+        f"with non_blocking=True, may still be reading: nothing ordered the copy before the write (noticed at "
+        f"{here}:{line_of(here, '[noticed here]')})"), found[0]
+    torch.simhpu.synchronize()
+
+
+def test_in_raise_mode_the_refill_is_raised_at_the_next_launch():
+    sanitizer.enable("raise")
+    buffer, _ = pinned_copy_pending()
+    buffer.fill_(7)
+    with race(["the host wrote pinned memory", "aten::_copy_from"]):
+        torch.zeros(1, device=D)
+    torch.simhpu.synchronize()
+
+
+@pytest.mark.parametrize("wait", ["event", "stream", "device"])
+def test_a_pinned_buffer_refilled_after_the_copy_is_waited_for_is_clean(wait):
+    sanitizer.enable("raise")
+    buffer, on_device = pinned_copy_pending()
+    if wait == "event":
+        torch.simhpu.current_stream().record_event().synchronize()
+    elif wait == "stream":
+        torch.simhpu.current_stream().synchronize()
+    else:
+        torch.simhpu.synchronize()
+    buffer.fill_(7)
+    torch.zeros(1, device=D)
+    torch.testing.assert_close(on_device.cpu(), torch.ones(1 << 14))
+
+
+def test_a_pinned_buffer_is_writable_once_the_sanitizer_is_off_or_it_is_freed():
+    sanitizer.enable("raise")
+    buffer, _ = pinned_copy_pending()
+    sanitizer.disable()
+    buffer.fill_(2)  # no longer guarded: no fault, no report
+    sanitizer.enable("raise")
+    buffer, _ = pinned_copy_pending()
+    del buffer  # freed while guarded: the allocator may write it again
+    again = torch.ones(1 << 14).pin_memory()
+    again.fill_(3)
+    torch.simhpu.synchronize()
+    assert sanitizer.reports() == []

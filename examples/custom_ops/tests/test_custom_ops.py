@@ -46,3 +46,27 @@ def test_bad_input_names_the_op_and_leaves_the_device_usable():
     with pytest.raises(TypeError, match=r"custom_ops::add_custom: argument 'self' has dtype Int"):
         custom_ops.add_custom(x.int(), x.int())
     torch.testing.assert_close(custom_ops.add_custom(x, x).cpu(), x.cpu() * 2)
+
+
+def test_the_sanitizer_sees_the_package_kernel_race_and_its_synchronised_twin():
+    """The package's kernel is launched like the backend's own: a side stream's
+    add_custom read on the default stream without a wait is a race."""
+    x = torch.ones(4, device="simhpu")
+    torch.simhpu.synchronize()
+    with torch.simhpu.sanitizer.enabled("record"):
+        side = torch.simhpu.Stream()
+        side.wait_stream(torch.simhpu.current_stream())
+        with torch.simhpu.stream(side):
+            out = custom_ops.add_custom(x, x)
+        out.mul_(2)  # no wait for the side stream
+        found = torch.simhpu.sanitizer.reports()
+        torch.simhpu.sanitizer.clear_reports()
+        with torch.simhpu.stream(side):
+            twin = custom_ops.add_custom(x, x)
+        torch.simhpu.current_stream().wait_stream(side)
+        twin.mul_(2)
+        clean = torch.simhpu.sanitizer.reports()
+        torch.simhpu.synchronize()
+    assert len(found) == 1 and "custom_ops::add_custom" in found[0] and "aten::mul.out" in found[0], found
+    assert clean == [], clean
+    torch.testing.assert_close(twin.cpu(), torch.full((4,), 4.0))
