@@ -75,8 +75,9 @@ def labelled(version: str, digest: str) -> str:
 
 def label_simhpu_package(dist) -> None:
     """setuptools' finalize_distribution_options hook: for a distribution with a
-    SimHPUExtension, a content-labelled version and a bdist_wheel that keeps one
-    wheel of it in dist/. Other distributions are left alone."""
+    SimHPUExtension, a content-labelled version, a bdist_wheel that keeps one
+    wheel of it in dist/, and the generated Python packaged. Other distributions
+    are left alone."""
     stamps = [getattr(ext, "simhpu_sdk_stamp", None) for ext in dist.ext_modules or []]
     stamps = [s for s in stamps if s is not None]
     if not stamps:
@@ -85,6 +86,12 @@ def label_simhpu_package(dist) -> None:
     digest = tree_digest(os.getcwd(), ["."], extra="\n".join(stamps))
     dist.metadata.version = labelled(dist.metadata.version or "0.0.0", digest)
     dist.cmdclass["bdist_wheel"] = keeping_one_wheel(dist.cmdclass.get("bdist_wheel") or default_bdist_wheel())
+    # The codegen's Python (<package>._generated) is part of the package, whether
+    # or not setup() lists it: without it the extension module cannot load.
+    for ext in dist.ext_modules:
+        generated = getattr(ext, "simhpu_generated_package", None)
+        if generated is not None and dist.packages is not None and generated not in dist.packages:
+            dist.packages.append(generated)
 
 
 def default_bdist_wheel():

@@ -8,7 +8,7 @@ from torch_simhpu.utils.cpp_extension import SimHPUExtension
 setup(
     name="yaml_ops",
     version="0.1.0",
-    packages=["yaml_ops", "yaml_ops._generated"],  # _generated/: written by the codegen below
+    packages=["yaml_ops"],  # (yaml_ops._generated, written by the codegen, is added by SimHPUExtension)
     ext_modules=[SimHPUExtension("yaml_ops._C", yaml="op_plugin_functions.yaml", derivatives="derivatives.yaml")],
     cmdclass={"build_ext": BuildExtension},
     install_requires=["torch_simhpu"],

@@ -6,6 +6,7 @@ import sys
 import torch
 
 import torch_simhpu
+from helpers import run_python
 from torch_simhpu import _generated
 
 
@@ -104,3 +105,56 @@ def test_python_started_in_the_repository_root_says_the_source_tree_shadows_the_
     assert f"torch_simhpu is being imported from {os.path.join(REPOSITORY, 'torch_simhpu')}, the source folder" \
         in done.stderr
     assert "Run Python from another folder" in done.stderr
+
+
+YAML_PACKAGE_SETUP = """
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension
+from torch_simhpu.utils.cpp_extension import SimHPUExtension
+
+setup(name="lean_yaml_pkg", version="0.1.0", packages=["lean_yaml_pkg"],  # _generated not listed
+      ext_modules=[SimHPUExtension("lean_yaml_pkg._C", yaml="op_plugin_functions.yaml")],
+      cmdclass={"build_ext": BuildExtension})
+"""
+
+YAML_PACKAGE_OPS = """backend: simhpu
+namespace: lean_yaml_pkg
+custom:
+  - func: npu_twice_plus(Tensor self, float bias=1.0) -> Tensor
+    elementwise: self * 2 + bias
+    dtypes: [float32]
+    doc: 2 * self + bias.
+"""
+
+
+def test_a_yaml_package_listing_only_itself_ships_its_generated_python_and_compiles(tmp_path):
+    # README's setup.py shape with packages=["mypkg"]: the codegen's Python must
+    # still ship, and the extension module's functions must trace under
+    # torch.compile(fullgraph=True) even when nothing imports the package's ops.
+    package = tmp_path / "package"
+    (package / "lean_yaml_pkg").mkdir(parents=True)
+    (package / "lean_yaml_pkg" / "__init__.py").write_text("")  # imports nothing of its own
+    (package / "setup.py").write_text(YAML_PACKAGE_SETUP)
+    (package / "op_plugin_functions.yaml").write_text(YAML_PACKAGE_OPS)
+    (package / "derivatives.yaml").write_text("- name: npu_twice_plus(Tensor self, float bias=1.0) -> Tensor\n"
+                                              "  self: grad * 2\n")
+    subprocess.run([sys.executable, "setup.py", "--quiet", "bdist_wheel"], cwd=package, check=True,
+                   capture_output=True)
+    wheel = next((package / "dist").glob("*.whl"))
+    import zipfile
+    shipped = zipfile.ZipFile(wheel).namelist()
+    for module in ("ops.py", "fake.py", "compile.py", "__init__.py"):
+        assert f"lean_yaml_pkg/_generated/{module}" in shipped, shipped
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                    str(wheel)], check=True)
+    code = """
+import torch, torch_simhpu
+from lean_yaml_pkg import _C
+x = torch.randn(5, device="simhpu")
+compiled = torch.compile(lambda t: _C.npu_twice_plus(t, 0.5).relu(), fullgraph=True)
+torch.testing.assert_close(compiled(x).cpu(), (x.cpu() * 2 + 0.5).relu())
+print("OK")
+"""
+    done = run_python(code, tmp_path, PYTHONPATH=str(site))
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-3000:]

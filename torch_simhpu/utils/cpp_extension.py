@@ -71,6 +71,10 @@ def SimHPUExtension(name: str, sources=(), *, yaml: str | None = None, derivativ
     # Read by torch_simhpu_packaging's setuptools hook: the package's version is
     # labelled with its sources' hash and the SDK's, so a rebuilt wheel reinstalls.
     extension.simhpu_sdk_stamp = sdk_stamp()
+    if yaml is not None:
+        # Read by the same hook: the generated Python ships even when setup()
+        # lists only the package itself.
+        extension.simhpu_generated_package = name.rpartition(".")[0] + "._generated"
     return extension
 
 
