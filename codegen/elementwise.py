@@ -43,7 +43,7 @@ class ElementwiseKernel:
 MAX_LENGTH = 2000
 
 
-def translate(text, arg_types: dict[str, str]) -> ElementwiseKernel:
+def translate(text, arg_types: dict[str, str], allow_nullary: bool = False) -> ElementwiseKernel:
     if not isinstance(text, str):
         raise ExpressionError(f"expected an expression as text, got {type(text).__name__}")
     if len(text) > MAX_LENGTH:
@@ -57,7 +57,7 @@ def translate(text, arg_types: dict[str, str]) -> ElementwiseKernel:
     except (RecursionError, MemoryError) as e:
         raise ExpressionError("the expression nests too deeply") from e
     tensors = tuple(n for n, t in arg_types.items() if t == "Tensor")
-    if not tensors:
+    if not tensors and not allow_nullary:
         raise ExpressionError("an elementwise op needs at least one Tensor argument")
     numbers = tuple((n, t) for n, t in arg_types.items() if t in NUMBER_TYPES and n in used)
     return ElementwiseKernel(str(text).strip(), cpp, tensors, numbers)

@@ -13,7 +13,7 @@ import jinja2
 
 from .api import op_view
 from .cpp_lines import wrap_cpp
-from .dest import adapters, autograd, kernels, python, registrations
+from .dest import adapters, autograd, kernels, python, registrations, stubs
 from .model import Project
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
@@ -90,6 +90,7 @@ def render(project: Project) -> dict[str, str]:
     files.update(autograd.render(env, views))
     files.update(registrations.render(env, views, project.namespace))
     files.update(python.render(env, project, views))
+    files.update(stubs.render(env, project.stubs))
     return {path: wrap_cpp(text) if path.endswith((".cpp", ".h")) else text for path, text in files.items()}
 
 

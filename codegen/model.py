@@ -15,6 +15,7 @@ from .target import Target
 from .types import SUPPORTED_ARG_TYPES, base_type, check_default
 from .yaml_loader import LineDict, LineList, load_yaml_file
 from . import kernel_signatures
+from .stubs import load_stub_entry
 
 ENTRY_KEYS = {"func", "exec", "elementwise", "composite", "adapter", "out", "dtypes", "checks", "contiguous",
               "variants", "deprecated", "doc"}
@@ -87,6 +88,7 @@ class Project:
     readable: bool = True  # False when the file itself could not be read: every operator is unknown
     kernel_names: tuple[str, ...] = ()  # every kernel registered under csrc/kernels
     target: Target | None = None  # what is being built (codegen/target.py): the backend or a package
+    stubs: tuple = ()  # official entries served through a dispatch stub (codegen/stubs.py)
 
     @property
     def custom_ops(self) -> list[Operator]:
@@ -118,9 +120,11 @@ def output_names(schema: FunctionSchema) -> list[str]:
 
 
 def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str = ".",
-             op_plugins: dict[str, str] | None = None, target: Target | None = None) -> Project:
-    """The validated entries of the ops file; `kernels` and `op_plugins` map the
-    names registered under csrc/kernels and op_plugin/ to their files."""
+             op_plugins: dict[str, str] | None = None, target: Target | None = None,
+             stub_kernels: dict[str, str] | None = None) -> Project:
+    """The validated entries of the ops file; `kernels`, `op_plugins` and
+    `stub_kernels` map the names registered under csrc/kernels and op_plugin/
+    to their files."""
     file = os.path.relpath(path, root)
     doc = load_yaml_file(path, file, problems, empty=LineDict())
     if doc is None or not isinstance(doc, LineDict):
@@ -145,6 +149,7 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
     ops: list[Operator] = []
     rejected: set[str] = set()
     seen: dict[str, int] = {}
+    stub_entries: list[LineDict] = []
     for kind in ("official", "custom"):
         entries = doc.get(kind)
         if entries is None:
@@ -160,6 +165,9 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
                          f"write each entry as a '- func: ...' item under '{kind}:'")
             continue
         for index, entry in enumerate(entries):
+            if kind == "official" and isinstance(entry, LineDict) and "stub" in entry:
+                stub_entries.append(entry)  # once every exec entry is known (see below)
+                continue
             op = _load_entry(entry, entries.line_at(index), kind, file, kernels, op_plugins or {}, problems)
             if op is None:
                 if isinstance(entry, LineDict) and isinstance(entry.get("func"), str):
@@ -171,7 +179,20 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
                 continue
             seen[op.name] = op.line
             ops.append(op)
-    project = Project(settings["backend"], settings["namespace"], tuple(ops), frozenset(rejected), target=target)
+    registered = {f"aten::{op.name}" for op in ops if op.kind == "official"}
+    stubs = []
+    for entry in stub_entries:
+        stub = load_stub_entry(entry, file, problems, stub_kernels or {}, registered)
+        if stub is not None:
+            if stub.name in seen:
+                problems.add(file, entry.line, stub.name, "func",
+                             f"operator declared twice (first at line {seen[stub.name]})", "remove one of the entries")
+                continue
+            seen[stub.name] = entry.line
+            registered |= {f"aten::{r.name}" for r in stub.registrations}
+            stubs.append(stub)
+    project = Project(settings["backend"], settings["namespace"], tuple(ops), frozenset(rejected), target=target,
+                      stubs=tuple(stubs))
     _check_deprecations(project, problems)
     return project
 

@@ -9,6 +9,7 @@ from .derivatives import load_derivatives
 from .emit import render, write_tree
 from .errors import CodegenError, Problems  # noqa: F401  (CodegenError: what load_project raises)
 from .model import OP_PLUGIN_REGISTRATION, Project, load_ops, registered_names
+from .stubs import STUB_KERNEL_REGISTRATION
 from .target import Target, backend
 
 OPS_YAML = "op_plugin_functions.yaml"
@@ -26,7 +27,8 @@ def load_project(root: str, target: Target | None = None) -> Project:
     problems = Problems()
     kernels = registered_names(os.path.join(root, KERNEL_DIR))
     op_plugins = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
-    declared = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root, op_plugins, target)
+    stub_kernels = registered_names(os.path.join(root, KERNEL_DIR), STUB_KERNEL_REGISTRATION)
+    declared = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root, op_plugins, target, stub_kernels)
     # Both files are checked in one run whatever the other holds: derivative
     # entries of operators whose declaration has problems are skipped, not reported.
     composites = _resolve_composites(target, declared, problems)

@@ -411,6 +411,30 @@ bool runs_natively(std::initializer_list<at::Tensor> tensors, c10::ScalarType dt
   return device.has_value();
 }
 
+bool stub_runs_natively(std::initializer_list<at::Tensor> read, std::initializer_list<at::Tensor> written,
+                        std::initializer_list<c10::ScalarType> supported) {
+  auto supports = [&](c10::ScalarType dtype) {
+    return std::find(supported.begin(), supported.end(), dtype) != supported.end();
+  };
+  std::optional<c10::Device> device;
+  auto on_one_device = [&](const at::Tensor& t, bool may_be_host_number) {
+    if (t.layout() != c10::kStrided) return false;
+    if (t.is_privateuseone()) {
+      if (device && *device != t.device()) return false;
+      device = t.device();
+      return true;
+    }
+    return may_be_host_number && t.is_cpu() && t.dim() == 0;
+  };
+  for (const auto& t : read) {
+    if (!supports(t.scalar_type()) || !on_one_device(t, true)) return false;
+  }
+  for (const auto& t : written) {
+    if (!(supports(t.scalar_type()) || t.scalar_type() == c10::kBool) || !on_one_device(t, false)) return false;
+  }
+  return device.has_value();
+}
+
 void check_one_device(const char* op, std::initializer_list<at::Tensor> tensors) {
   std::optional<c10::Device> device;
   for (const auto& t : tensors) {

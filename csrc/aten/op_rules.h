@@ -142,6 +142,12 @@ void check_one_device(const char* op, std::initializer_list<at::Tensor> tensors)
 // The simhpu device of the first device tensor among `tensors`.
 c10::Device operands_device(std::initializer_list<at::Tensor> tensors);
 
+// Whether a stub entry's kernel serves the call: the tensors read have dtypes
+// among `supported`, those written those or bool (a comparison's result); all
+// strided, on one simhpu device (a 0-dim CPU tensor may be read, as a number).
+bool stub_runs_natively(std::initializer_list<at::Tensor> read, std::initializer_list<at::Tensor> written,
+                        std::initializer_list<c10::ScalarType> supported);
+
 // `t` on `device` with `dtype` (moves wrapped CPU scalars, casts if needed).
 at::Tensor as_operand(const at::Tensor& t, c10::Device device, c10::ScalarType dtype);
 
