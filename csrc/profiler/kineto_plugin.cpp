@@ -97,7 +97,7 @@ class KernelTraceSession final : public libkineto::IActivityProfilerSession {
 
  private:
   libkineto::TraceSpan span_{0, 0, "simhpu"};
-  uint64_t mark_ = 0;
+  TraceMark mark_;
   bool started_ = false;
   std::vector<TraceEntry> entries_;
 };

@@ -111,8 +111,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](int64_t index) {
     return simhpu::default_generator(simhpu::device_arg(index, "default_generator"));
   });
-  m.def("_start_trace", &simhpu::start_trace);
-  m.def("_stop_trace", [](uint64_t mark) {
+  m.def("_start_trace", [] {
+    const simhpu::TraceMark mark = simhpu::start_trace();
+    return py::make_tuple(mark.entry, mark.since_ns);
+  });
+  m.def("_stop_trace", [](const py::tuple& given) {
+    const simhpu::TraceMark mark{given[0].cast<uint64_t>(), given[1].cast<int64_t>()};
     // Waits for what was launched so far; a failure stays for the next synchronising call.
     for (c10::DeviceIndex d = 0; d < simhpu::device_count(); ++d) simhpu::drain_launches(d);
     py::list out;

@@ -1,6 +1,8 @@
 #include "runtime/trace.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <mutex>
 
 namespace simhpu {
@@ -32,17 +34,20 @@ int64_t unix_ns_of(int64_t trace_ns) {
   return now_unix - (trace_clock_ns() - trace_ns);
 }
 
-uint64_t start_trace() {
+TraceMark start_trace() {
   std::lock_guard<std::mutex> lock(mu);
   ++readers;
   tracing_enabled = true;
-  return first_entry + log->size();
+  return {first_entry + log->size(), trace_clock_ns()};
 }
 
-std::vector<TraceEntry> stop_trace(uint64_t mark) {
+std::vector<TraceEntry> stop_trace(const TraceMark& mark) {
   std::lock_guard<std::mutex> lock(mu);
-  const size_t from = mark > first_entry ? static_cast<size_t>(mark - first_entry) : 0;
-  std::vector<TraceEntry> out(log->begin() + std::min(from, log->size()), log->end());
+  const size_t from = mark.entry > first_entry ? static_cast<size_t>(mark.entry - first_entry) : 0;
+  std::vector<TraceEntry> out;
+  // (A kernel launched before the mark, in an enclosing reader's block, may finish after it.)
+  std::copy_if(log->begin() + std::min(from, log->size()), log->end(), std::back_inserter(out),
+               [&](const TraceEntry& e) { return e.queued_ns >= mark.since_ns; });
   if (readers > 0 && --readers == 0) {
     tracing_enabled = false;
     first_entry += log->size();

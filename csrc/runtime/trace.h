@@ -35,10 +35,14 @@ int64_t trace_clock_ns();
 int64_t unix_ns_of(int64_t trace_ns);
 
 // A reader starts recording and gets a mark; stop_trace(mark) gives it every entry
-// recorded since (finished kernels: it synchronises first). Recording stops, and
-// the log is emptied, when the last reader stops.
-uint64_t start_trace();
-std::vector<TraceEntry> stop_trace(uint64_t mark);
+// of a kernel launched since (finished kernels: it synchronises first). Recording
+// stops, and the log is emptied, when the last reader stops.
+struct TraceMark {
+  uint64_t entry = 0;    // entries finish in any order: the first that may be the reader's
+  int64_t since_ns = 0;  // and the reader's are those launched after this
+};
+TraceMark start_trace();
+std::vector<TraceEntry> stop_trace(const TraceMark& mark);
 void add_trace_entry(const TraceEntry& entry);
 
 // The host op a launch belongs to, set by the profiler around each op on the
