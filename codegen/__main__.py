@@ -1,4 +1,4 @@
-"""python -m codegen {check,generate,list,docs,new-op}"""
+"""python -m codegen {check,generate,list,docs,new-op,test}"""
 from __future__ import annotations
 
 import argparse
@@ -33,6 +33,8 @@ def main(argv=None) -> int:
     sub.add_parser("docs", help="write docs/ops.md, the operator reference")
     scaffold = sub.add_parser("new-op", help="scaffold a kernel file, a YAML entry and a derivative stub")
     scaffold.add_argument("name", help="the operator's name, with or without the npu_ prefix")
+    test = sub.add_parser("test", help="run the tests each entry's reference: generates, on the installed build")
+    test.add_argument("ops", nargs="*", help="operators to test (default: every one with a reference:)")
     args = parser.parse_args(argv)
 
     try:
@@ -114,7 +116,48 @@ def _new_op(args) -> None:
     print("fill in the kernel, the doc and the derivative")
 
 
-COMMANDS = {"check": _check, "generate": _generate, "list": _list, "docs": _docs, "new-op": _new_op}
+def _test(args) -> None:
+    """The generated tests, run against what is installed: the YAML is validated
+    first, and an installed build older than it is said to be."""
+    import importlib
+    import time
+
+    project = load_project(args.root, _target(args))
+    declared = {op.name for op in project.ops if op.reference}
+    unknown = [name for name in args.ops if name not in declared]
+    if unknown:
+        raise UsageError(f"no entry with a reference: named {', '.join(unknown)} (those with one: "
+                         f"{', '.join(sorted(declared)) or 'none'})")
+    # The tests run the installed build: run from the repository's root, its
+    # source folders (first on sys.path) would shadow the installed packages.
+    root = os.path.abspath(args.root)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
+    import torch  # noqa: F401
+    from torch_simhpu.testing.reference_tests import CHECKS, run
+
+    generated = importlib.import_module(f"{project.target.package}._generated.reference")
+    ops = [op for op in generated.OPS if not args.ops or op.name in args.ops]
+    missing = sorted({*(args.ops or declared)} - {op.name for op in ops})
+    if missing:
+        raise UsageError(f"the installed {project.target.package} has no generated tests for {', '.join(missing)}: "
+                         "rebuild and reinstall it")
+    failed = 0
+    for op in ops:
+        start = time.perf_counter()
+        results = run(op)
+        bad = {check: failures for check, failures in results.items() if failures}
+        failed += bool(bad)
+        marks = " ".join(f"{check}:{'FAIL' if results[check] else 'ok'}" for check in CHECKS)
+        print(f"{op.name:28} {time.perf_counter() - start:5.1f} s  {marks}")
+        for check, failures in bad.items():
+            for failure in failures[:5]:
+                print(f"    {op.where}: {check}: {failure}")
+    print(f"{len(ops) - failed} of {len(ops)} operators pass")
+    if failed:
+        raise SystemExit(1)
+
+
+COMMANDS = {"check": _check, "generate": _generate, "list": _list, "docs": _docs, "new-op": _new_op, "test": _test}
 
 if __name__ == "__main__":
     sys.exit(main())

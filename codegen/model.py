@@ -1,6 +1,7 @@
 """Operator declarations from op_plugin_functions.yaml, validated."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 from dataclasses import dataclass
@@ -15,10 +16,11 @@ from .target import Target
 from .types import SUPPORTED_ARG_TYPES, base_type, check_default
 from .yaml_loader import LineDict, LineList, load_yaml_file
 from . import kernel_signatures
+from .reference import check_reference, check_samples
 from .stubs import load_stub_entry
 
 ENTRY_KEYS = {"func", "exec", "elementwise", "composite", "adapter", "out", "dtypes", "checks", "contiguous",
-              "variants", "deprecated", "doc"}
+              "variants", "deprecated", "doc", "reference", "samples"}
 # What implements the op: exactly one of these.
 IMPLEMENTATIONS = ("exec", "elementwise", "composite", "adapter")
 # Further fields each implementation needs.
@@ -59,6 +61,8 @@ class Operator:
     variants: tuple[str, ...] = ()  # "out" and/or "inplace", derived from this functional entry
     deprecated: str | None = None  # the operator to use instead
     composite_line: int = 0  # where the composite expression is written
+    reference: str | None = None  # a Python expression the generated tests compare with (codegen/reference.py)
+    samples: tuple = ()  # inputs the generated tests try: {argument: shape or value}
     # Filled in by project.load_project from the other passes' results:
     composite_cpp: str | None = None  # the composite expression rendered from its parse
     derivative: object = None  # torchgen DifferentiabilityInfo from derivatives.yaml
@@ -290,6 +294,7 @@ class _EntryLoader:
         outputs = self._outputs(elementwise)
         checks = self._checks()
         variants = self._variants(schema, outputs, variant_names)
+        reference, samples = self._reference()
 
         if len(self.problems.items) != errors_before:
             return None
@@ -298,7 +303,7 @@ class _EntryLoader:
                         elementwise=elementwise,
                         composite=composite.strip() if composite is not None else None,
                         adapter=adapter, variants=variants, deprecated=deprecated,
-                        composite_line=entry.line_of("composite"))
+                        composite_line=entry.line_of("composite"), reference=reference, samples=samples)
 
     def _adapter(self) -> str | None:
         """The hand-written launch in op_plugin/ that `adapter:` names."""
@@ -555,6 +560,29 @@ class _EntryLoader:
             except RuleError as e:
                 self.bad("checks", str(e), "see the rule list at the top of the file")
         return checks
+
+    def _reference(self) -> tuple[str | None, tuple]:
+        """`reference:` and `samples:`, checked (they become generated Python)."""
+        reference, samples = self.entry.get("reference"), self.entry.get("samples")
+        if reference is not None:
+            if self.kind != "custom":
+                self.bad("reference", "only custom ops have generated tests", "remove 'reference:'")
+                return None, ()
+            problem = check_reference(reference, list(self.arg_types))
+            if problem:
+                self.bad("reference", *problem)
+                reference = None
+        if samples is not None:
+            if reference is None:
+                self.bad("samples", "samples are inputs for the tests a reference generates", "add 'reference:'")
+                return None, ()
+            problem = check_samples(samples, self.arg_types)
+            if problem:
+                self.bad("samples", *problem)
+                return None, ()
+        clean = tuple({k: (list(v) if isinstance(v, list) else v) for k, v in s.items()} for s in samples or [])
+        # Written into generated Python as the parser read it (no comment or line break of the text's own).
+        return (ast.unparse(ast.parse(reference.strip(), mode="eval")) if isinstance(reference, str) else None), clean
 
     def _variant_names(self) -> list[str]:
         variants = self.entry.get("variants") or []

@@ -33,6 +33,7 @@ ENTRY_TEMPLATE = """
     exec: {name}, self, out
     out: {{size: self, dtype: self}}
     dtypes: [float32, float64, float16, bfloat16]
+    reference: self  # TODO what the kernel computes, in torch; `python -m codegen test` compares with it
     doc: TODO describe npu_{name}.
 """
 

@@ -1,5 +1,6 @@
 #include "aten/stub_launch.h"
 
+#include "aten/op_routes.h"
 #include "runtime/device_memory.h"
 #include "runtime/launch_site.h"
 #include "runtime/streams.h"
@@ -54,6 +55,7 @@ void launch_iterator(const char* op, const char* stub, at::TensorIteratorBase& i
               " operands, but its op_plugin_functions.yaml entry's kernel takes ", operands,
               " (outputs, then the inputs); this torch's kernel for the op differs from the one the entry was "
               "written for");
+  count_route(op, Route::Dedicated);
   if (iter.numel() == 0) {
     return;
   }

@@ -347,7 +347,7 @@ def test_reference_ops_keep_stream_order_across_streams():
     with torch.simhpu.op_routes() as routes:
         with torch.simhpu.stream(side):
             torch_simhpu._C._sleep_on_device(x, 100_000)
-            x.add_(1)  # reference path, on the side stream, after the sleep
+            x.sub_(-1)  # reference path, on the side stream, after the sleep
         torch.simhpu.current_stream().wait_stream(side)
         y = x.cumsum(0)  # reference path, on the default stream: must see the side stream's write
     # Neither waited on the host: only the streams' order can make this right.

@@ -1,0 +1,2 @@
+"""Test machinery for operator authors: the tests codegen generates from an
+entry's `reference:` (reference_tests.py)."""
