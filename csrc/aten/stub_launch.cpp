@@ -30,8 +30,23 @@ c10::ScalarType compute_dtype(const at::TensorIteratorBase& iter, ComputeDtype c
   return iter.dtype(0);
 }
 
-// Operand `i` over the iterator's shape, innermost dimension last (ATen keeps it first).
-DeviceTensor describe_operand(const at::TensorIteratorBase& iter, int i, c10::DeviceIndex device) {
+// Operand `i` as the kernel sees it. An elementwise kernel takes each tensor
+// as it is (inputs broadcast against the output as elementwise() does), so the
+// launch names the tensors the program has; a reduction takes them over the
+// iterator's shape, where the output's stride 0 marks the reduced dimensions
+// (innermost last: ATen keeps it first).
+DeviceTensor describe_operand(const at::TensorIteratorBase& iter, int i, c10::DeviceIndex device,
+                              ComputeDtype compute) {
+  if (compute == ComputeDtype::Common) {
+    const at::TensorBase& t = iter.tensor_base(i);
+    DeviceTensor d;
+    d.data = t.is_privateuseone() ? host_address(device, t.data_ptr()) : t.data_ptr();
+    d.dtype = t.scalar_type();
+    d.sizes.assign(t.sizes().begin(), t.sizes().end());
+    d.strides.assign(t.strides().begin(), t.strides().end());
+    d.storage_offset = t.storage_offset();
+    return d;
+  }
   DeviceTensor d;
   const at::TensorBase& t = iter.tensor_base(i);
   void* data = iter.data_ptr(i);
@@ -71,7 +86,7 @@ void launch_iterator(const char* op, const char* stub, at::TensorIteratorBase& i
   record.args.emplace_back(compute_dtype(iter, compute));
   record.args.emplace_back(static_cast<int64_t>(iter.noutputs()));
   for (int i = 0; i < iter.ntensors(); ++i) {
-    DeviceTensor d = describe_operand(iter, i, device.index());
+    DeviceTensor d = describe_operand(iter, i, device.index(), compute);
     d.storage_slot = static_cast<int32_t>(record.keep_alive.size());
     record.keep_alive.push_back(iter.tensor_base(i).storage());
     if (i < iter.noutputs()) {

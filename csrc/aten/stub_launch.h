@@ -2,8 +2,9 @@
 // The STUB route (an `official:` entry with `stub:` in op_plugin_functions.yaml):
 // ATen's own kernel for the operator builds the TensorIterator on the host —
 // broadcasting, type promotion, output allocation and resizing — and calls the
-// dispatch stub; the stub's simhpu function launches the iterator's operands,
-// each seen over the iterator's shape, as one record on the current stream.
+// dispatch stub; the stub's simhpu function launches the iterator's operands
+// as one record on the current stream (elementwise kernels see the tensors as
+// they are, reductions over the iterator's shape: see stub_launch.cpp).
 // The kernel runs on the stream's worker, asynchronously, like any other.
 #include "runtime/launch_record.h"
 
