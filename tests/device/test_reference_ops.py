@@ -111,3 +111,21 @@ def test_the_generated_tests_catch_broken_kernels(tmp_path):
     strides = [line for line in done.stdout.splitlines() if f"op_plugin_functions.yaml:{entry}: forward:" in line]
     assert strides and all("non-contiguous" in line for line in strides), done.stdout  # contiguous inputs pass
     assert "0 of 3 operators pass" in done.stdout
+
+
+def test_each_reference_op_is_also_a_pytorch_opinfo():
+    for op in OPS:
+        info = op.opinfo()
+        assert info.name == op.name and info.supports_out == ("out" in op.variants)
+        checked = 0
+        for sample in info.sample_inputs("simhpu", torch.float32):
+            if "non-contiguous" in sample.name or "zero" in sample.name:
+                continue
+            checked += 1
+            result = info(sample.input, **sample.kwargs)
+            expected = info.ref(sample.input.cpu().double(), **{
+                k: v.cpu().double() if isinstance(v, torch.Tensor) else v for k, v in sample.kwargs.items()})
+            for r, e in zip(result if isinstance(result, tuple) else (result,),
+                            expected if isinstance(expected, tuple) else (expected,)):
+                torch.testing.assert_close(r.cpu(), e.float(), rtol=1e-5, atol=1e-5)
+        assert checked, op.name

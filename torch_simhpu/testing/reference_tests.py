@@ -13,6 +13,8 @@ tensors, non-default keywords) and runs, per operator:
 - torch.library.opcheck, and torch.compile(fullgraph=True) against eager;
 - a dtype the entry does not declare, and each declared check, refused with a message naming the op.
 
+ReferenceOp.opinfo() gives the same operator as one of PyTorch's OpInfos.
+
 `python -m codegen test [OP ...]` (in a package: `python -m torch_simhpu.codegen test`) runs them.
 """
 from __future__ import annotations
@@ -64,6 +66,30 @@ class ReferenceOp:
 
     def arg(self, name: str) -> Arg:
         return next(a for a in self.args if a.name == name)
+
+    def opinfo(self):
+        """The operator as one of PyTorch's OpInfos (torch.testing._internal.opinfo), so
+        PyTorch's own test machinery can run it too: op, ref, dtypes, variants, and
+        sample inputs made as the generated tests make them."""
+        from torch.testing._internal.opinfo.core import OpInfo, SampleInput
+
+        tensor_names = [a.name for a in self.args if _is_tensor(a)]
+        first = tensor_names[0]
+
+        def sample_inputs(opinfo, device, dtype, requires_grad, **kwargs):
+            for sample in samples(self):
+                values = sample.converted(lambda t: t.to(dtype).to(device).requires_grad_(
+                    requires_grad and dtype.is_floating_point))
+                rest = {k: v for k, v in values.items() if k != first}
+                yield SampleInput(values[first], kwargs=rest, name=sample.label)
+
+        return OpInfo(
+            self.name, op=lambda *args, **kwargs: self.packet(*args, **kwargs),
+            ref=lambda *args, **kwargs: self.reference(**dict(zip([a.name for a in self.args], args)), **kwargs),
+            dtypes=tuple(DTYPES[d] for d in self.dtypes), sample_inputs_func=sample_inputs,
+            supports_out="out" in self.variants, supports_autograd=self.differentiable,
+            inplace_variant=(getattr(getattr(torch.ops, self.namespace), self.name + "_")
+                             if "inplace" in self.variants else None))
 
 
 @dataclass
