@@ -50,3 +50,14 @@ def test_installed_codegen_checks_the_package_yaml():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "ok: 1 operators" in done.stdout
+
+
+@pytest.mark.parametrize("check", ["forward", "variants", "gradcheck", "autograd", "opcheck", "compile",
+                                   "refused_dtype", "declared_checks"])
+def test_the_tests_its_reference_generates(check):
+    from torch_simhpu.testing.reference_tests import RUNNERS
+    from yaml_ops._generated.reference import OPS
+
+    assert [op.name for op in OPS] == ["npu_leaky_square"]
+    failures = RUNNERS[check](OPS[0])
+    assert not failures, "\n".join(failures)
