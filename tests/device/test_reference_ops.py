@@ -32,7 +32,9 @@ def test_every_custom_op_with_a_kernel_states_a_reference():
 def test_samples_cover_broadcasting_non_contiguous_zero_size_and_keywords():
     labels = {s.label for s in samples(next(op for op in OPS if op.name == "npu_lerp_scalar"))}
     assert {"base", "base, non-contiguous", "zero-size", "broadcast"} <= labels, labels
-    assert "keywords" in {s.label for s in samples(next(op for op in OPS if op.name == "npu_swish"))}
+    assert "beta=0.75" in {s.label for s in samples(next(op for op in OPS if op.name == "npu_swish"))}
+    softplus = {s.label for s in samples(next(op for op in OPS if op.name == "npu_softplus_beta"))}
+    assert {"beta=0.75", "threshold=0.75"} <= softplus, softplus
     non_contiguous = next(s for s in samples(OPS[0]) if "non-contiguous" in s.label)
     assert not non_contiguous.values["x"].is_contiguous()
 

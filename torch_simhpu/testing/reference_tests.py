@@ -180,10 +180,11 @@ def samples(op: ReferenceOp) -> list[Sample]:
         out.append(Sample(f"{tag}, non-contiguous", {**_tensors(shapes, op, generator, positive, False), **scalars},
                           positive))
         if hint is None:
-            changed = {a.name: _value(a, op, True) for a in op.args if a.name not in shapes and not a.required}
-            if changed:
-                out.append(Sample("keywords", {**_tensors(shapes, op, generator, positive, True), **scalars,
-                                               **changed}, positive))
+            for a in op.args:  # each argument with a default, given another value
+                if a.name not in shapes and not a.required:
+                    out.append(Sample(f"{a.name}={_value(a, op, True)!r}", {
+                        **_tensors(shapes, op, generator, positive, True), **scalars, a.name: _value(a, op, True)},
+                        positive))
             zero, zpositive = _shapes(op, (0,) + BASE_SHAPE[1:])
             out.append(Sample("zero-size", {**_tensors(zero, op, generator, zpositive, True), **scalars}, zpositive))
             for rule, names in op.sizes:
