@@ -68,6 +68,8 @@ class Scope:
     npu_ops: frozenset  # npu_* operators it may call
     helpers: frozenset  # functions from csrc/autograd/formulas.h
     lengths: tuple = ()  # (name, length) of the fixed-size arrays it may index (grad_input_mask, grads)
+    members: frozenset = MEMBERS  # the tensor methods it may call
+    calls: bool = True  # whether it may call functions (operators, helpers) at all
 
 
 @dataclass
@@ -191,9 +193,9 @@ class _Parser:
         while self.peek() in (".", "["):
             if self.take() == ".":
                 member = self.take()
-                if member not in MEMBERS:
+                if member not in self.scope.members:
                     raise ExpressionError(f"'.{member}' is not a tensor method an expression may call "
-                                          f"(allowed: {', '.join(sorted(MEMBERS))})")
+                                          f"(allowed: {', '.join(sorted(self.scope.members))})")
                 text = f"{text}.{member}({self.arguments()})"
             else:
                 index = self.integer("an index")
@@ -235,7 +237,7 @@ class _Parser:
             if not re.fullmatch(r"\d{1,18}(\.\d*)?([eE][+-]?\d{1,3})?|\.\d+([eE][+-]?\d{1,3})?", token):
                 raise ExpressionError(f"the number '{token}' is too long")
             return token
-        if kind == "string":
+        if kind == "string" and self.scope.calls:
             self.take()
             return token
         if token == "(":
@@ -246,6 +248,9 @@ class _Parser:
         if kind != "name":
             raise ExpressionError(f"expected a value, found '{token}'")
         self.take()
+        if not self.scope.calls and self.peek() in ("::", "("):
+            raise ExpressionError(f"calls '{token}', but this expression may not call functions: it may only "
+                                  f"combine numbers and sizes ({', '.join(sorted(self.scope.members))})")
         if self.peek() == "::":
             return self.qualified(token)
         if self.peek() == "(":

@@ -38,6 +38,7 @@ class ElementwiseKernel:
     cpp: str  # the C++ expression; tensors by name, numbers as NAME_
     tensors: tuple  # tensor arguments, in schema order
     numbers: tuple  # (name, schema type) of number arguments used
+    flops_per_element: int = 1  # its arithmetic, comparisons and calls: what simulated time prices it by
 
 
 MAX_LENGTH = 2000
@@ -60,7 +61,9 @@ def translate(text, arg_types: dict[str, str], allow_nullary: bool = False) -> E
     if not tensors and not allow_nullary:
         raise ExpressionError("an elementwise op needs at least one Tensor argument")
     numbers = tuple((n, t) for n, t in arg_types.items() if t in NUMBER_TYPES and n in used)
-    return ElementwiseKernel(str(text).strip(), cpp, tensors, numbers)
+    operations = sum(isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare, ast.BoolOp, ast.IfExp))
+                     for n in ast.walk(tree))
+    return ElementwiseKernel(str(text).strip(), cpp, tensors, numbers, operations)
 
 
 def _to_cpp(node, arg_types: dict[str, str], used: set[str]) -> str:

@@ -16,11 +16,12 @@ from .target import Target
 from .types import SUPPORTED_ARG_TYPES, base_type, check_default
 from .yaml_loader import LineDict, LineList, load_yaml_file
 from . import kernel_signatures
+from .cpp_expr import ExpressionError as CppExpressionError, Scope, parse
 from .reference import check_reference, check_samples
 from .stubs import load_stub_entry
 
 ENTRY_KEYS = {"func", "exec", "elementwise", "composite", "adapter", "out", "dtypes", "checks", "contiguous",
-              "variants", "deprecated", "doc", "reference", "samples"}
+              "variants", "deprecated", "doc", "reference", "samples", "cost"}
 # What implements the op: exactly one of these.
 IMPLEMENTATIONS = ("exec", "elementwise", "composite", "adapter")
 # Further fields each implementation needs.
@@ -37,6 +38,19 @@ class Output:
     size: Rule
     dtype: Rule
     text: str  # the rule as written, for docs
+
+
+@dataclass(frozen=True)
+class Cost:
+    """`cost:` — what simulated time prices the kernel by, as C++ over the launch's arguments."""
+    work: str  # "vector" or "matrix"
+    flops: str | None  # C++ expressions rendered from their parse; None: worked out from the operands
+    bytes: str | None
+
+
+COST_WORK = ("vector", "matrix")
+# What a cost expression may ask of a tensor: its sizes, nothing that computes.
+COST_MEMBERS = frozenset({"size", "numel", "dim"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,7 @@ class Operator:
     composite_line: int = 0  # where the composite expression is written
     reference: str | None = None  # a Python expression the generated tests compare with (codegen/reference.py)
     samples: tuple = ()  # inputs the generated tests try: {argument: shape or value}
+    cost: Cost | None = None  # how simulated time prices its kernel (codegen/templates/cost_hint.j2)
     # Filled in by project.load_project from the other passes' results:
     composite_cpp: str | None = None  # the composite expression rendered from its parse
     derivative: object = None  # torchgen DifferentiabilityInfo from derivatives.yaml
@@ -295,6 +310,7 @@ class _EntryLoader:
         checks = self._checks()
         variants = self._variants(schema, outputs, variant_names)
         reference, samples = self._reference()
+        cost = self._cost(implementation)
 
         if len(self.problems.items) != errors_before:
             return None
@@ -303,7 +319,8 @@ class _EntryLoader:
                         elementwise=elementwise,
                         composite=composite.strip() if composite is not None else None,
                         adapter=adapter, variants=variants, deprecated=deprecated,
-                        composite_line=entry.line_of("composite"), reference=reference, samples=samples)
+                        composite_line=entry.line_of("composite"), reference=reference, samples=samples,
+                        cost=cost)
 
     def _adapter(self) -> str | None:
         """The hand-written launch in op_plugin/ that `adapter:` names."""
@@ -560,6 +577,43 @@ class _EntryLoader:
             except RuleError as e:
                 self.bad("checks", str(e), "see the rule list at the top of the file")
         return checks
+
+    def _cost(self, implementation: str) -> Cost | None:
+        """`cost: {flops: EXPR, bytes: EXPR, work: vector|matrix}`, each expression over sizes."""
+        cost = self.entry.get("cost")
+        if cost is None:
+            return None
+        example = 'e.g. cost: {flops: "2 * x.size(0) * x.size(1) * w.size(1)", work: matrix}'
+        if implementation not in ("exec", "elementwise"):
+            self.bad("cost", f"prices a device kernel, and this entry's implementation is {implementation}",
+                     "remove 'cost:' (composite ops are priced by what they call; an adapter's launches "
+                     "by their operands)")
+            return None
+        if not isinstance(cost, dict) or not cost or set(cost) - {"flops", "bytes", "work"}:
+            self.bad("cost", f"expected a mapping of flops, bytes and work, got {printable_label(cost)}", example)
+            return None
+        work = cost.get("work", "vector")
+        if work not in COST_WORK:
+            self.bad("cost", f"work: expected one of {', '.join(COST_WORK)}, got {printable_label(work)}",
+                     "matrix for work on matrix units (GEMM-like), vector otherwise")
+            return None
+        names = [n for n, t in self.arg_types.items() if t == "Tensor" or t in ("int", "SymInt", "float", "bool")]
+        scope = Scope(values=frozenset(names + self.outs), npu_ops=frozenset(), helpers=frozenset(),
+                      members=COST_MEMBERS, calls=False)
+        rendered = {}
+        for key in ("flops", "bytes"):
+            if key not in cost:
+                rendered[key] = None
+                continue
+            try:
+                rendered[key] = parse(cost[key], scope).cpp
+            except CppExpressionError as e:
+                self.bad("cost", f"{key}: {e}", example)
+                return None
+        if work == "matrix" and rendered["flops"] is None:
+            self.bad("cost", "work: matrix needs flops (matrix units are priced by their FLOPs)", example)
+            return None
+        return Cost(work, rendered["flops"], rendered["bytes"])
 
     def _reference(self) -> tuple[str | None, tuple]:
         """`reference:` and `samples:`, checked (they become generated Python)."""

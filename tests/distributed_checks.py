@@ -574,3 +574,37 @@ def _failing_all_reduce():
     # The device still works.
     assert_close((torch.arange(4.0, device=device()) * 2).cpu(), torch.arange(4.0) * 2)
     return message, time.perf_counter() - start
+
+
+def simulated_all_reduce_orders_the_streams(rank, world):
+    """Simulated time: a 64 MB all_reduce starts on the communication stream once
+    the compute stream's producer ended, takes the fabric model's time for the
+    group's size, and the consumer after work.wait() starts once it ended."""
+    x = torch.ones(16 << 20, device=device())
+    torch.simhpu.synchronize()
+    with torch.simhpu.simulate("h100-sxm", host_time="modelled") as sim:
+        y = x * 2
+        work = dist.all_reduce(y, async_op=True)
+        work.wait()
+        z = y + 1
+    (collective,) = [x for x in sim.launches if x.work == "collective"]
+    (producer,) = [x for x in sim.launches if x.op == "aten::mul.Tensor"]
+    (consumer,) = [x for x in sim.launches if x.op == "aten::add.Tensor"]
+    assert collective.collective == "all_reduce" and collective.ranks == world and collective.bytes == 64 << 20
+    assert collective.stream != producer.stream == consumer.stream
+    assert collective.start >= producer.end and consumer.start >= collective.end
+    # it waited, through work.wait()'s completion marker, for the collective
+    by_id = {x.id: x for x in sim.launches}
+    chain, at = [], consumer
+    while at.after in by_id:
+        at = by_id[at.after]
+        chain.append(at.id)
+    assert collective.id in chain
+    torch.simhpu.set_profile("h100-sxm")
+    expected = torch_simhpu._C._simclock_collective_seconds("all_reduce", 64 << 20, world)
+    projected = sim.collectives()[0]["projected"]
+    torch.simhpu.set_profile(None)
+    assert abs(collective.duration - expected) < 1e-12
+    assert projected[8] < projected[64] < projected[1024]
+    del z
+    return collective.duration

@@ -12,6 +12,7 @@
 #include "aten/sparse.h"
 #include "aten/synchronized_call.h"
 #include "runtime/streams.h"
+#include "simclock/sim_clock.h"
 
 
 #include <ATen/MemoryOverlap.h>
@@ -177,6 +178,9 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
     }
   }
   const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
+  if (simclock::enabled()) {
+    simclock::hint_reference_op(ref.op, args, results);  // (a FLOP formula may take the GIL too)
+  }
   {
     LaunchSlot slot(device.index());
     LaunchRecord& record = slot.record();

@@ -10,6 +10,7 @@
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
 #include "sanitizer/stream_sanitizer.h"
+#include "simclock/sim_clock.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
@@ -171,6 +172,16 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     // copy non_blocking: then the kernel reads it in place, later.
     const c10::DeviceGuard guard(dst.device());
     const bool in_place = src_on_device || (non_blocking && is_pinned(self.data_ptr()));
+    if (simclock::enabled() && !src_on_device) {
+      simclock::LaunchCost cost;
+      // A 0-dim host tensor (a Python number TensorIterator moves to the device
+      // for a binary op) is a kernel argument on parts whose kernels take CPU
+      // scalars, as CUDA's do: no transfer to price.
+      cost.work = self.dim() == 0 ? simclock::Work::Marker : simclock::Work::HostToDevice;
+      cost.bytes = static_cast<double>(self.nbytes());
+      cost.pageable = !is_pinned(self.data_ptr());
+      simclock::hint(cost);
+    }
     EXEC_CMD_FOR(kCopyFrom, copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), written(dst));
     return dst;
   }
@@ -178,6 +189,12 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     // Out of the device into pinned memory, non_blocking: queued like a kernel;
     // the host sees the data once the stream is synchronised.
     const c10::DeviceGuard guard(self.device());
+    if (simclock::enabled()) {
+      simclock::LaunchCost cost;
+      cost.work = simclock::Work::DeviceToHost;
+      cost.bytes = static_cast<double>(self.nbytes());
+      simclock::hint(cost);
+    }
     EXEC_CMD_FOR(kCopyFrom, copy, self, written(dst));
     return dst;
   }
@@ -196,6 +213,10 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     if (dst_on_device) sanitizer::on_host_access(describe_tensor(dst), true, kCopyFrom);
   }
   copy_on_host(self, dst);
+  if (simclock::enabled()) {  // the host waited for the transfer too
+    simclock::on_host_transfer(static_cast<double>(self.nbytes()),
+                               !is_pinned(src_on_device ? dst.data_ptr() : self.data_ptr()));
+  }
   return dst;
 }
 

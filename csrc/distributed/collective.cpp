@@ -4,6 +4,7 @@
 #include "runtime/launch_record.h"
 #include "runtime/launch_site.h"
 #include "runtime/streams.h"
+#include "simclock/sim_clock.h"
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
@@ -241,6 +242,11 @@ class CollectiveWork final : public c10d::Work {
   void launch_completion(const c10::Stream& stream) {
     block_on_event(end_event_, stream);  // the transfer has started (see launch_collective)
     const LaunchSite site = capture_launch_site();
+    if (simclock::enabled()) {
+      simclock::LaunchCost marker;  // the transfer's time is the start record's
+      marker.work = simclock::Work::Marker;
+      simclock::hint(marker);
+    }
     LaunchSlot slot(stream);
     LaunchRecord& record = slot.record();
     record.kernel = &kCompletion;
@@ -274,6 +280,49 @@ class CollectiveWork final : public c10d::Work {
 
 } // namespace
 
+namespace {
+
+double total_bytes(const std::vector<at::Tensor>& tensors) {
+  double bytes = 0;
+  for (const at::Tensor& t : tensors) bytes += static_cast<double>(t.nbytes());
+  return bytes;
+}
+
+// What simulated time prices a collective by: its kind, and the bytes the
+// fabric model counts for that kind (the gathered whole for a gather, the
+// input for a reduce-scatter, the buffer otherwise).
+simclock::LaunchCost collective_cost(const CollectiveCall& call) {
+  using c10d::OpType;
+  using Kind = simclock::CollectiveKind;
+  simclock::LaunchCost cost;
+  cost.work = simclock::Work::Collective;
+  cost.ranks = call.ranks;
+  // (in-place collectives name their buffer as outputs only)
+  cost.bytes = std::max(total_bytes(call.inputs), total_bytes(call.outputs));
+  switch (call.type) {
+    case OpType::ALLREDUCE: case OpType::ALLREDUCE_COALESCED: case OpType::_ALLREDUCE_SPARSE:
+      cost.collective = Kind::AllReduce; break;
+    case OpType::ALLGATHER: case OpType::_ALLGATHER_BASE: case OpType::ALLGATHER_COALESCED: case OpType::GATHER:
+      cost.collective = Kind::AllGather;
+      cost.bytes = total_bytes(call.outputs);
+      break;
+    case OpType::REDUCE_SCATTER: case OpType::_REDUCE_SCATTER_BASE: case OpType::REDUCE_SCATTER_TENSOR_COALESCED:
+    case OpType::SCATTER:
+      cost.collective = Kind::ReduceScatter;
+      cost.bytes = total_bytes(call.inputs);
+      break;
+    case OpType::BROADCAST: cost.collective = Kind::Broadcast; break;
+    case OpType::REDUCE: cost.collective = Kind::Reduce; break;
+    case OpType::ALLTOALL: case OpType::ALLTOALL_BASE: cost.collective = Kind::AllToAll; break;
+    case OpType::BARRIER: cost.collective = Kind::Barrier; cost.bytes = 0; break;
+    default:
+      cost.collective = Kind::PointToPoint;
+  }
+  return cost;
+}
+
+} // namespace
+
 c10::intrusive_ptr<c10d::Work> launch_collective(const std::shared_ptr<TransportOrder>& order, int rank,
                                                  const std::string& rank_description, CollectiveCall call) {
   const c10::Device device = device_of_call(call);
@@ -289,6 +338,7 @@ c10::intrusive_ptr<c10d::Work> launch_collective(const std::shared_ptr<Transport
   auto op = std::make_shared<Operation>(std::move(call), order, rank_description);
   {
     const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
+    if (simclock::enabled()) simclock::hint(collective_cost(op->call));
     LaunchSlot slot(comm);
     LaunchRecord& record = slot.record();
     record.kernel = &kStart;

@@ -65,6 +65,7 @@ struct CollectiveCall {
   CallSignature signature;
   bool point_to_point = false;
   bool blocks_host = false;  // barrier: wait() returns once every rank has arrived
+  int ranks = 1;  // the group's size (simulated time prices the collective by it)
 };
 
 // Queues `call` on the communication stream of its tensors' device and

@@ -218,6 +218,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::launch(CollectiveCall call) {
       return start();
     };
   }
+  call.ranks = size_;
   return launch_collective(order_, rank_, rank_description_, std::move(call));
 }
 

@@ -86,6 +86,10 @@ const LaunchSequence* graph_replayed_by(const LaunchRecord& record) {
   return record.kernel == &kGraphReplay ? static_cast<const LaunchSequence*>(record.payload) : nullptr;
 }
 
+bool cluster_launched_by(const LaunchRecord& record) {
+  return record.kernel == &kCluster;
+}
+
 size_t LaunchSequence::kernel_count() const {
   size_t n = 0;
   for (const LaunchRecord& r : records) {

@@ -67,6 +67,8 @@ void launch_sequence(const c10::Stream& stream, std::shared_ptr<const LaunchSequ
 
 // The sequence a queued record replays (a graph's), or null.
 const LaunchSequence* graph_replayed_by(const LaunchRecord& record);
+// Whether `record` launches a compiled graph's cluster (its launches were made, one by one, as it was collected).
+bool cluster_launched_by(const LaunchRecord& record);
 
 // Called by the allocator for each block it hands out while threads capture.
 void note_allocation_for_capture(const void* block);

@@ -4,6 +4,7 @@
 #include "runtime/launch_record.h"
 #include "runtime/streams.h"
 #include "sanitizer/stream_sanitizer.h"
+#include "simclock/sim_clock.h"
 
 #include <c10/util/Exception.h>
 
@@ -64,6 +65,7 @@ bool synchronize_event_for(void* event, std::chrono::milliseconds timeout) {
     return true;
   }
   before_host_wait(-1, "Event.synchronize");
+  const simclock::WallTime began = simclock::wait_begins();
   bool reached;
   {
     std::unique_lock<std::mutex> lock(e->mu);
@@ -77,6 +79,7 @@ bool synchronize_event_for(void* event, std::chrono::milliseconds timeout) {
   }
   if (reached) {
     sanitizer::on_host_waited_for_event(e);
+    if (simclock::enabled()) simclock::on_host_waited_for_event(e, began);
   }
   return reached;
 }
@@ -90,6 +93,14 @@ double elapsed_ms(void* start, void* end) {
   if (a == b) {
     return 0.0;
   }
+  if (simclock::enabled()) {
+    // With a device profile on, the time the modelled part would take.
+    const std::optional<double> from = simclock::event_time(a), to = simclock::event_time(b);
+    TORCH_CHECK(from && to, "elapsed_time: simulated time is on (a device profile is set) but ",
+                from ? "the end" : "the start",
+                " event was recorded before it was turned on; record both events after set_profile()/simulate()");
+    return (*to - *from) * 1e3;
+  }
   // Both locks at once, deadlock-free whichever order two threads pass the events in.
   std::scoped_lock lock(a->mu, b->mu);
   return std::chrono::duration<double, std::milli>(b->reached_at - a->reached_at).count();
@@ -97,6 +108,7 @@ double elapsed_ms(void* start, void* end) {
 
 void destroy_event(void* event) {
   if (event != nullptr) {
+    if (simclock::enabled()) simclock::on_event_destroyed(event);
     c10::intrusive_ptr<SimEvent>::reclaim(static_cast<SimEvent*>(event));  // drops the handle's reference
   }
 }

@@ -8,6 +8,7 @@
 #include "runtime/launch_queue.h"
 #include "runtime/trace.h"
 #include "sanitizer/stream_sanitizer.h"
+#include "simclock/sim_clock.h"
 
 #include <c10/util/Exception.h>
 
@@ -136,7 +137,13 @@ void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
     record_ = &inline_record;
   } else {
     queue_ = &queue_of(stream);
+    const simclock::WallTime began = simclock::wait_begins();
     record_ = &queue_->claim();
+    if (simclock::enabled()) {
+      // A full ring holds the host back: that wait is the CPU workers', not the part's.
+      const double held = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      if (held > 20e-6) simclock::on_launch_held_back(held);
+    }
   }
 }
 
@@ -145,6 +152,9 @@ void LaunchSlot::commit() {
   // captured launches: when it is replayed, which the replay's launch covers).
   if (sanitizer::enabled() && (!captured_ || !capturing_graph())) {
     sanitizer::on_launch(*record_, stream_);  // raises on a race (the slot is then dropped)
+  }
+  if (simclock::enabled()) {
+    simclock::on_launch(*record_, stream_, captured_ && capturing_graph());
   }
   committed_ = true;
   if (captured_) {
@@ -195,7 +205,9 @@ void synchronize_stream(const c10::Stream& stream) {
   check_not_forked();
   before_host_wait(stream.device_index(), "synchronizing");
   sanitizer::on_host_waited_for_stream(stream);  // (before raising a failure: the wait happened)
+  const simclock::WallTime began = simclock::wait_begins();
   queue_of(stream).synchronize();
+  if (simclock::enabled()) simclock::on_host_waited_for_stream(stream, began);
   sanitizer::raise_pending();
 }
 
@@ -215,11 +227,13 @@ void synchronize_device(c10::DeviceIndex device) {
   // on the first stream would leave the others running, and their failures
   // (often kernels skipped because of the one reported) for a later call.
   auto& streams = streams_of(device);
+  const simclock::WallTime began = simclock::wait_begins();
   for (auto& q : streams.queues) {
     if (LaunchQueue* queue = q.load()) {
       queue->drain();
     }
   }
+  if (simclock::enabled()) simclock::on_host_waited_for_device(device, began);
   sanitizer::on_host_waited_for_device(device);
   std::string failures;
   for (auto& q : streams.queues) {

@@ -184,3 +184,8 @@ def test_torchrun_fsdp2_example_matches_cpu_and_restores_a_checkpoint(tmp_path):
     result = torchrun("fsdp2.py", "--steps", "3", "--checkpoint", str(tmp_path / "ckpt"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     assert "match one CPU process" in result.stdout and "restores model and optimizer" in result.stdout
+
+
+def test_simulated_time_orders_a_collective_between_its_producer_and_consumer(ranks):
+    durations = ranks.run("simulated_all_reduce_orders_the_streams")
+    assert durations[0] == durations[1] > 0

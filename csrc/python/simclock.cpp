@@ -1,0 +1,179 @@
+#include "python/simclock.h"
+
+#include "simclock/sim_clock.h"
+
+#include <torch/csrc/utils/pybind.h>
+
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+
+namespace simhpu {
+
+namespace {
+
+using simclock::DeviceProfile;
+
+// Rates by dtype, from {torch.dtype: FLOP/s}; every dtype must be given (Python fills the defaults).
+void fill_rates(std::array<double, static_cast<size_t>(c10::ScalarType::NumOptions)>& rates, const py::dict& given) {
+  for (const auto& [dtype, rate] : given) {
+    rates[static_cast<size_t>(dtype.cast<c10::ScalarType>())] = rate.cast<double>();
+  }
+}
+
+simclock::Link link_of(const py::dict& d) {
+  return simclock::Link{d["bandwidth"].cast<double>(), d["latency"].cast<double>()};
+}
+
+// The profile as torch_simhpu.simulation validated it (numbers in seconds, bytes, FLOP/s).
+DeviceProfile profile_of(const py::dict& d) {
+  DeviceProfile p;
+  p.name = d["name"].cast<std::string>();
+  fill_rates(p.matrix_flops, d["matrix_flops"].cast<py::dict>());
+  fill_rates(p.vector_flops, d["vector_flops"].cast<py::dict>());
+  p.memory_bandwidth = d["memory_bandwidth"].cast<double>();
+  p.kernel_overhead = d["kernel_overhead"].cast<double>();
+  p.launch_latency = d["launch_latency"].cast<double>();
+  p.host_launch_overhead = d["host_launch_overhead"].cast<double>();
+  p.sync_latency = d["sync_latency"].cast<double>();
+  const auto host_link = d["host_link"].cast<py::dict>();
+  p.host_link = link_of(host_link);
+  p.pageable_bandwidth = host_link["pageable_bandwidth"].cast<double>();
+  const auto fabric = d["fabric"].cast<py::dict>();
+  p.devices_per_node = fabric["devices_per_node"].cast<int>();
+  p.intra_node = link_of(fabric["intra_node"].cast<py::dict>());
+  p.inter_node = link_of(fabric["inter_node"].cast<py::dict>());
+  const auto eff = d["efficiency"].cast<py::dict>();
+  p.matrix_efficiency = eff["matrix"].cast<double>();
+  p.vector_efficiency = eff["vector"].cast<double>();
+  p.memory_efficiency = eff["memory"].cast<double>();
+  p.host_link_efficiency = eff["host_link"].cast<double>();
+  p.fabric_efficiency = eff["fabric"].cast<double>();
+  return p;
+}
+
+simclock::Work work_named(const std::string& name) {
+  using simclock::Work;
+  for (Work w : {Work::Vector, Work::Matrix, Work::HostToDevice, Work::DeviceToHost, Work::Collective, Work::Marker}) {
+    if (name == simclock::work_name(w)) return w;
+  }
+  TORCH_CHECK(false, "simulated time: unknown kind of work '", name, "'");
+}
+
+simclock::CollectiveKind collective_named(const std::string& name) {
+  using K = simclock::CollectiveKind;
+  for (K k : {K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::Reduce, K::AllToAll, K::PointToPoint,
+              K::Barrier}) {
+    if (name == simclock::collective_name(k)) return k;
+  }
+  TORCH_CHECK(false, "simulated time: unknown collective '", name, "'");
+}
+
+DeviceProfile current_profile() {
+  std::optional<DeviceProfile> p = simclock::profile();
+  TORCH_CHECK(p, "simulated time is off: set a device profile first (torch.simhpu.set_profile)");
+  return *p;
+}
+
+// What a FLOP formula needs of an argument: tensors (for their shapes) and plain values.
+py::object to_python(const c10::IValue& v) {
+  if (v.isTensor()) return py::cast(v.toTensor());
+  if (v.isTensorList()) {
+    py::list out;
+    for (const at::Tensor& t : v.toTensorVector()) out.append(py::cast(t));
+    return out;
+  }
+  if (v.isIntList()) return py::cast(v.toIntVector());
+  if (v.isInt()) return py::cast(v.toInt());
+  if (v.isDouble()) return py::cast(v.toDouble());
+  if (v.isBool()) return py::cast(v.toBool());
+  return py::none();
+}
+
+py::tuple entry_tuple(const simclock::Entry& e) {
+  const char* file = e.site.known() ? e.site.file() : nullptr;
+  return py::make_tuple(e.op, e.kernel, file ? py::object(py::str(file)) : py::object(py::none()),
+                        file ? e.site.line() : 0, e.device, e.stream, simclock::work_name(e.work),
+                        simclock::bound_name(e.bound),
+                        e.work == simclock::Work::Collective ? py::object(py::str(simclock::collective_name(e.collective)))
+                                                             : py::object(py::none()),
+                        e.ranks, e.flops,
+                        e.bytes, e.peak_fraction, e.launched, e.start, e.end,
+                        e.cause == simclock::Entry::Cause::Host     ? "host"
+                        : e.cause == simclock::Entry::Cause::Event ? "event"
+                                                                   : "stream",
+                        e.after);
+}
+
+} // namespace
+
+void bind_simclock(py::module_& m) {
+  m.def("_simclock_set_profile", [](const py::object& profile) {
+    simclock::set_profile(profile.is_none() ? std::nullopt
+                                            : std::optional<DeviceProfile>(profile_of(profile.cast<py::dict>())));
+  });
+  m.def("_simclock_profile_name", []() -> py::object {
+    std::optional<DeviceProfile> p = simclock::profile();
+    return p ? py::object(py::str(p->name)) : py::object(py::none());
+  });
+  m.def("_simclock_set_host_time", [](int mode) { simclock::set_host_time(static_cast<simclock::HostTime>(mode)); });
+  m.def("_simclock_host_time", [] { return static_cast<int>(simclock::host_time_mode()); });
+  m.def("_simclock_host_now", &simclock::host_now);
+  m.def("_simclock_stream_now", [](int64_t device, int64_t stream) {
+    return simclock::stream_now(c10::Stream(c10::Stream::UNSAFE,
+                                            c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+                                            stream));
+  });
+  m.def("_simclock_start_log", &simclock::start_log);
+  m.def("_simclock_stop_log", [](uint64_t mark) {
+    std::vector<simclock::Entry> entries;
+    {
+      py::gil_scoped_release no_gil;
+      entries = simclock::stop_log(mark);
+    }
+    py::list out;
+    for (const auto& e : entries) out.append(entry_tuple(e));
+    return out;
+  });
+  m.def("_simclock_cost", [](const std::string& work, double flops, double bytes, c10::ScalarType dtype) {
+    simclock::LaunchCost cost;
+    cost.work = work_named(work);
+    cost.flops = flops;
+    cost.bytes = bytes;
+    cost.dtype = dtype;
+    const simclock::Timing t = simclock::time_of(cost, current_profile());
+    return py::make_tuple(t.seconds, simclock::bound_name(t.bound), t.peak_fraction);
+  });
+  m.def("_simclock_collective_seconds", [](const std::string& kind, double bytes, int ranks) {
+    return simclock::collective_seconds(collective_named(kind), bytes, ranks, current_profile());
+  });
+  m.def("_simclock_set_flop_formula", [](const py::function& formula, std::vector<std::string> names) {
+    // Kept for the process's life: launches may still ask while the interpreter shuts down.
+    auto* kept = new py::function(formula);
+    simclock::set_flop_formula(
+        [kept](const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+               c10::ArrayRef<c10::IValue> outputs) -> std::optional<double> {
+          if (!Py_IsInitialized()) return std::nullopt;
+          py::gil_scoped_acquire gil;
+          // As a TorchDispatchMode sees the call (which the formulas are written for):
+          // keyword-only arguments by keyword.
+          py::list py_args, py_outputs;
+          py::dict py_kwargs;
+          const auto& schema = op.schema().arguments();
+          for (size_t i = 0; i < args.size(); ++i) {
+            if (i < schema.size() && schema[i].kwarg_only()) {
+              py_kwargs[py::str(schema[i].name())] = to_python(args[i]);
+            } else {
+              py_args.append(to_python(args[i]));
+            }
+          }
+          for (const auto& o : outputs) py_outputs.append(to_python(o));
+          py::object flops = (*kept)(op.operator_name().name, py_args, py_kwargs, py_outputs);
+          if (flops.is_none()) return std::nullopt;
+          return flops.cast<double>();
+        },
+        std::move(names));
+  });
+}
+
+} // namespace simhpu

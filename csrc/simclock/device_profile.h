@@ -1,0 +1,38 @@
+#pragma once
+// What the simulated clock knows of the part it models: rates, latencies and
+// links, as read from a profile (torch_simhpu/profiles/*.json, or the user's;
+// validated in Python, torch_simhpu/simulation.py). Seconds, bytes, FLOPs.
+#include <c10/core/ScalarType.h>
+
+#include <array>
+#include <string>
+
+namespace simhpu::simclock {
+
+struct Link {
+  double bandwidth = 0;  // bytes/s, one direction, per device
+  double latency = 0;    // s per message
+};
+
+struct DeviceProfile {
+  std::string name;
+  // FLOP/s of matrix units (GEMM, convolution, attention) and of vector units
+  // (everything else), by dtype.
+  std::array<double, static_cast<size_t>(c10::ScalarType::NumOptions)> matrix_flops{};
+  std::array<double, static_cast<size_t>(c10::ScalarType::NumOptions)> vector_flops{};
+  double memory_bandwidth = 0;
+  double kernel_overhead = 0;       // the least a kernel takes on the device (back to back)
+  double launch_latency = 0;        // from the host's launch to the earliest start
+  double host_launch_overhead = 0;  // host time the part's runtime adds to each launch
+  double sync_latency = 0;          // for the host to see that the device finished
+  Link host_link;
+  double pageable_bandwidth = 0;    // host link from pageable (unpinned) memory
+  int devices_per_node = 1;
+  Link intra_node;
+  Link inter_node;
+  // The fraction of each peak that real kernels reach.
+  double matrix_efficiency = 1, vector_efficiency = 1, memory_efficiency = 1, host_link_efficiency = 1,
+         fabric_efficiency = 1;
+};
+
+} // namespace simhpu::simclock

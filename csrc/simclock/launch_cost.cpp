@@ -1,0 +1,164 @@
+#include "simclock/launch_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace simhpu::simclock {
+
+namespace {
+
+struct TensorTotals {
+  double bytes = 0;
+  double largest = 0;  // elements of the largest tensor
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool any = false;
+};
+
+void add_tensor(TensorTotals& totals, const DeviceTensor& t) {
+  if (t.dtype == c10::ScalarType::Undefined) return;
+  const double n = static_cast<double>(t.numel());
+  totals.any = true;
+  if (t.dim() > 0) {
+    // (a 0-dim operand is priced as a kernel argument, as a Python number is)
+    totals.bytes += n * static_cast<double>(c10::elementSize(t.dtype));
+  }
+  totals.largest = std::max(totals.largest, n);
+  const bool floating = c10::isFloatingType(t.dtype) || c10::isComplexType(t.dtype);
+  if (totals.dtype == c10::ScalarType::Undefined ||
+      (floating && !c10::isFloatingType(totals.dtype) && !c10::isComplexType(totals.dtype))) {
+    totals.dtype = t.dtype;
+  }
+}
+
+double log2_ceil(int n) {
+  return std::ceil(std::log2(static_cast<double>(std::max(n, 1))));
+}
+
+} // namespace
+
+void complete_from_record(LaunchCost& cost, const LaunchRecord& record) {
+  TensorTotals totals;
+  for (const KernelArg& arg : record.args) {
+    if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
+      add_tensor(totals, *t);
+    } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&arg)) {
+      for (const DeviceTensor& t : *list) add_tensor(totals, t);
+    }
+  }
+  if (!totals.any) {
+    // Payload kernels (collectives, compiled code handed storages): what they hold.
+    std::unordered_set<const void*> seen;
+    for (const c10::Storage& s : record.keep_alive) {
+      if (seen.insert(s.unsafeGetStorageImpl()).second) {
+        totals.bytes += static_cast<double>(s.nbytes());
+      }
+    }
+  }
+  if (cost.bytes < 0) cost.bytes = totals.bytes;
+  if (cost.flops < 0) cost.flops = cost.work == Work::Vector ? totals.largest : 0;
+  if (cost.dtype == c10::ScalarType::Undefined) cost.dtype = totals.dtype;
+}
+
+Timing time_of(const LaunchCost& cost, const DeviceProfile& p) {
+  switch (cost.work) {
+    case Work::Marker:
+      return {};
+    case Work::HostToDevice:
+    case Work::DeviceToHost: {
+      const double peak = cost.pageable ? p.pageable_bandwidth : p.host_link.bandwidth;
+      const double seconds = p.host_link.latency + cost.bytes / (peak * p.host_link_efficiency);
+      return {seconds, Bound::HostLink, cost.bytes / seconds / peak};
+    }
+    case Work::Collective:
+      return {collective_seconds(cost.collective, cost.bytes, cost.ranks, p), Bound::Fabric, 0};
+    case Work::Vector:
+    case Work::Matrix:
+      break;
+  }
+  const c10::ScalarType dtype = cost.dtype == c10::ScalarType::Undefined ? c10::ScalarType::Float : cost.dtype;
+  const bool matrix = cost.work == Work::Matrix;
+  const double peak_flops = (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
+  const double compute = cost.flops / (peak_flops * (matrix ? p.matrix_efficiency : p.vector_efficiency));
+  const double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
+  const double seconds = p.kernel_overhead + std::max(compute, memory);
+  const double flops_fraction = cost.flops / seconds / peak_flops;
+  const double bytes_fraction = cost.bytes / seconds / p.memory_bandwidth;
+  if (std::max(compute, memory) <= p.kernel_overhead) {
+    return {seconds, Bound::Latency, std::max(flops_fraction, bytes_fraction)};
+  }
+  return compute >= memory ? Timing{seconds, Bound::Compute, flops_fraction}
+                           : Timing{seconds, Bound::Memory, bytes_fraction};
+}
+
+double collective_seconds(CollectiveKind kind, double bytes, int ranks, const DeviceProfile& p) {
+  const int n = std::max(ranks, 1);
+  if (n == 1) return p.kernel_overhead;  // a local copy at most
+  const Link& link = n <= p.devices_per_node ? p.intra_node : p.inter_node;
+  const double bw = link.bandwidth * p.fabric_efficiency;
+  const double a = link.latency;
+  const double steps = static_cast<double>(n - 1);
+  const double share = steps / n;  // of the buffer each rank sends per ring pass
+  switch (kind) {
+    case CollectiveKind::AllReduce: {
+      const double ring = 2 * share * bytes / bw + 2 * steps * a;
+      const double tree = 2 * log2_ceil(n) * a + 2 * bytes / bw;
+      return std::min(ring, tree);
+    }
+    case CollectiveKind::AllGather:      // bytes: the gathered whole
+    case CollectiveKind::ReduceScatter:  // bytes: the input whole
+    case CollectiveKind::AllToAll:
+      return share * bytes / bw + steps * a;
+    case CollectiveKind::Broadcast:
+    case CollectiveKind::Reduce: {
+      const double chain = bytes / bw + steps * a;  // pipelined along a ring
+      const double tree = log2_ceil(n) * (a + bytes / bw);
+      return std::min(chain, tree);
+    }
+    case CollectiveKind::PointToPoint:
+      return a + bytes / bw;
+    case CollectiveKind::Barrier:
+      return 2 * log2_ceil(n) * a;
+  }
+  return 0;
+}
+
+const char* work_name(Work work) {
+  switch (work) {
+    case Work::Vector: return "vector";
+    case Work::Matrix: return "matrix";
+    case Work::HostToDevice: return "host-to-device";
+    case Work::DeviceToHost: return "device-to-host";
+    case Work::Collective: return "collective";
+    case Work::Marker: return "marker";
+  }
+  return "?";
+}
+
+const char* bound_name(Bound bound) {
+  switch (bound) {
+    case Bound::Compute: return "compute";
+    case Bound::Memory: return "memory";
+    case Bound::Latency: return "latency";
+    case Bound::HostLink: return "host-link";
+    case Bound::Fabric: return "fabric";
+    case Bound::None: return "none";
+  }
+  return "?";
+}
+
+const char* collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::Reduce: return "reduce";
+    case CollectiveKind::AllToAll: return "all_to_all";
+    case CollectiveKind::PointToPoint: return "send/recv";
+    case CollectiveKind::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+} // namespace simhpu::simclock

@@ -1,0 +1,302 @@
+#include "simclock/sim_clock.h"
+
+#include "runtime/capture.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace simhpu::simclock {
+
+namespace detail {
+std::atomic<bool> on{false};
+} // namespace detail
+
+namespace {
+
+struct StreamClock {
+  double time = 0;
+  int64_t last = -1;        // the entry that ended at `time` (-1: none, or the host)
+  bool set_by_event = false;  // `time` came from an event another stream recorded
+};
+
+struct EventTime {
+  double time = 0;
+  int64_t entry = -1;
+};
+
+struct State {
+  std::mutex mu;
+  std::optional<DeviceProfile> profile;
+  HostTime host_mode = HostTime::Measured;
+  double host = 0;
+  WallTime wall_last;
+  double held_back = 0;  // seconds of real time since wall_last that were not the host's
+  std::unordered_map<uint64_t, StreamClock> streams;
+  std::unordered_map<const void*, EventTime> events;
+  // Costs of launches captured into graphs, by captured record (timed at replay).
+  std::unordered_map<const LaunchRecord*, LaunchCost> captured;
+  int64_t next_entry = 0;
+  int readers = 0;
+  uint64_t first_logged = 0;  // the entry number of log[0]
+  std::vector<Entry> log;
+  FlopFormula formula;
+  std::unordered_set<std::string> formula_ops;
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: launches may come during exit
+  return *s;
+}
+
+thread_local std::optional<LaunchCost> pending_hint;
+
+uint64_t key_of(const c10::Stream& stream) {
+  return (static_cast<uint64_t>(static_cast<uint8_t>(stream.device_index())) << 56) |
+         (static_cast<uint64_t>(stream.id()) & ((uint64_t(1) << 56) - 1));
+}
+
+double seconds_between(WallTime a, WallTime b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The host's clock up to `now`: the host time measured since the last hook.
+void advance_host(State& s, WallTime now) {
+  if (s.host_mode == HostTime::Measured) {
+    s.host += std::max(0.0, seconds_between(s.wall_last, now) - s.held_back);
+  }
+  s.held_back = 0;
+  s.wall_last = now;
+}
+
+void host_waits_until(State& s, double device_time, WallTime began) {
+  advance_host(s, began);
+  s.host = std::max(s.host, device_time) + s.profile->sync_latency;
+  s.wall_last = std::chrono::steady_clock::now();  // the real wait is not the host's time
+}
+
+// Times one record (kernel or marker) launched at host time `host` on `stream`.
+void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream, double host,
+                 std::optional<LaunchCost> cost) {
+  const DeviceProfile& p = *s.profile;
+  StreamClock& clock = s.streams[key_of(stream)];
+  const double ready = host + p.launch_latency;
+  switch (record.kind) {
+    case LaunchRecord::Kind::RecordEvent: {
+      const bool after_work = clock.time >= ready;
+      clock.time = std::max(clock.time, ready);
+      if (!after_work) clock.last = -1;
+      s.events[record.event.get()] = EventTime{clock.time, clock.last};
+      return;
+    }
+    case LaunchRecord::Kind::WaitEvent: {
+      auto it = s.events.find(record.event.get());
+      if (it != s.events.end() && it->second.time > clock.time) {
+        clock = StreamClock{it->second.time, it->second.entry, true};
+      }
+      return;
+    }
+    case LaunchRecord::Kind::Kernel:
+      break;
+  }
+  LaunchCost c = cost.value_or(LaunchCost{});
+  complete_from_record(c, record);
+  const Timing timing = time_of(c, p);
+  const bool host_bound = ready > clock.time;
+  const double start = std::max(clock.time, ready);
+  const Entry::Cause cause = host_bound ? Entry::Cause::Host
+                                        : clock.set_by_event ? Entry::Cause::Event : Entry::Cause::Stream;
+  const int64_t id = s.next_entry++;
+  if (s.readers > 0) {
+    s.log.push_back(Entry{record.op_name, record.kernel != nullptr ? record.kernel->name : "",
+                          record.site, stream.device_index(), stream.id(), c.work,
+                          timing.bound, c.collective, c.ranks, c.flops, c.bytes, timing.peak_fraction, host, start,
+                          start + timing.seconds, cause, host_bound ? -1 : clock.last});
+  }
+  clock = StreamClock{start + timing.seconds, id, false};
+}
+
+} // namespace
+
+void set_profile(std::optional<DeviceProfile> profile) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.profile = std::move(profile);
+  s.host = 0;
+  s.held_back = 0;
+  s.wall_last = std::chrono::steady_clock::now();
+  s.streams.clear();
+  s.events.clear();
+  s.captured.clear();
+  detail::on.store(s.profile.has_value());
+}
+
+std::optional<DeviceProfile> profile() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.profile;
+}
+
+void set_host_time(HostTime mode) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.host_mode = mode;
+}
+
+HostTime host_time_mode() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.host_mode;
+}
+
+void hint(const LaunchCost& cost) {
+  pending_hint = cost;
+}
+
+void on_launch(const LaunchRecord& record, const c10::Stream& stream, bool in_graph) {
+  std::optional<LaunchCost> cost = std::move(pending_hint);
+  pending_hint.reset();
+  const WallTime now = std::chrono::steady_clock::now();
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.profile) return;
+  if (in_graph) {
+    if (cost) s.captured[&record] = *cost;
+    return;
+  }
+  advance_host(s, now);
+  if (cluster_launched_by(record)) {
+    return;  // its launches were timed as they were collected
+  }
+  s.host += s.profile->host_launch_overhead;
+  if (const LaunchSequence* graph = graph_replayed_by(record)) {
+    // A replay: its kernels go to the device back to back, launched at once.
+    for (const LaunchRecord& r : graph->records) {
+      auto it = s.captured.find(&r);
+      time_record(s, r, stream, s.host,
+                  it == s.captured.end() ? std::nullopt : std::optional<LaunchCost>(it->second));
+    }
+  } else {
+    time_record(s, record, stream, s.host, cost);
+  }
+  s.wall_last = std::chrono::steady_clock::now();  // the simulator's own time is not the host's
+}
+
+void on_launch_held_back(double seconds) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.held_back += seconds;
+}
+
+void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_names) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.formula = std::move(formula);
+  s.formula_ops = std::unordered_set<std::string>(operator_names.begin(), operator_names.end());
+}
+
+void hint_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                       c10::ArrayRef<c10::IValue> outputs) {
+  FlopFormula formula;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.formula || s.formula_ops.count(op.operator_name().name) == 0) return;
+    formula = s.formula;
+  }
+  if (std::optional<double> flops = formula(op, args, outputs)) {
+    LaunchCost cost;
+    cost.work = Work::Matrix;
+    cost.flops = *flops;
+    hint(cost);
+  }
+}
+
+void on_host_waited_for_stream(const c10::Stream& stream, WallTime began) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.profile) return;
+  host_waits_until(s, s.streams[key_of(stream)].time, began);
+}
+
+void on_host_waited_for_device(c10::DeviceIndex device, WallTime began) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.profile) return;
+  double latest = 0;
+  for (const auto& [key, clock] : s.streams) {
+    if (static_cast<c10::DeviceIndex>(static_cast<int8_t>(key >> 56)) == device) latest = std::max(latest, clock.time);
+  }
+  host_waits_until(s, latest, began);
+}
+
+void on_host_waited_for_event(const void* event, WallTime began) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.profile) return;
+  auto it = s.events.find(event);
+  host_waits_until(s, it == s.events.end() ? 0.0 : it->second.time, began);
+}
+
+void on_host_transfer(double bytes, bool pageable) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.profile) return;
+  advance_host(s, std::chrono::steady_clock::now());
+  LaunchCost cost;
+  cost.work = Work::DeviceToHost;
+  cost.bytes = bytes;
+  cost.pageable = pageable;
+  s.host += time_of(cost, *s.profile).seconds;
+}
+
+void on_event_destroyed(const void* event) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.events.erase(event);
+}
+
+std::optional<double> event_time(const void* event) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.events.find(event);
+  if (!s.profile || it == s.events.end()) return std::nullopt;
+  return it->second.time;
+}
+
+double host_now() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.profile) advance_host(s, std::chrono::steady_clock::now());
+  return s.host;
+}
+
+double stream_now(const c10::Stream& stream) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.streams.find(key_of(stream));
+  return it == s.streams.end() ? 0.0 : it->second.time;
+}
+
+uint64_t start_log() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.readers++ == 0) {
+    s.log.clear();
+    s.first_logged = static_cast<uint64_t>(s.next_entry);
+  }
+  return static_cast<uint64_t>(s.next_entry);
+}
+
+std::vector<Entry> stop_log(uint64_t mark) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::vector<Entry> mine;
+  const uint64_t skip = mark > s.first_logged ? mark - s.first_logged : 0;
+  if (skip < s.log.size()) mine.assign(s.log.begin() + static_cast<std::ptrdiff_t>(skip), s.log.end());
+  if (s.readers > 0 && --s.readers == 0) s.log.clear();
+  return mine;
+}
+
+} // namespace simhpu::simclock

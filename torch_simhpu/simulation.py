@@ -1,0 +1,458 @@
+"""torch.simhpu simulated time: how long the program would take on the part a
+device profile describes.
+
+    torch.simhpu.set_profile("h100-sxm")          # or SIMHPU_DEVICE_PROFILE=h100-sxm|path.json
+    with torch.simhpu.simulate("h100-sxm") as sim:
+        train_step()
+    print(sim.report())
+
+    python -m torch_simhpu.simulation --profile h100-sxm train.py [args]
+
+Every launch is priced at launch time, in launch order (csrc/simclock): a
+roofline for kernels (FLOPs from torch.utils.flop_counter's formulas for the
+operators it knows, one per element otherwise; the bytes of the operands), the
+host link for copies, an alpha-beta model of the fabric for collectives. Each
+stream has a clock; waits on events and the host's synchronisations move the
+clocks as they move the real part's. With a profile set, Event.elapsed_time
+reports simulated milliseconds and torch.simhpu.trace() writes the simulated
+timeline beside the host's.
+
+Profiles are JSON files: the shipped ones are in torch_simhpu/profiles/ (see
+profiles()); a path to the user's own is accepted wherever a name is.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import math
+import os
+import runpy
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from torch_simhpu import _C
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+
+_DTYPES = {
+    "float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2, "complex64": torch.complex64,
+    "complex128": torch.complex128, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
+    "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+_NUMBERS = ("memory_bandwidth", "memory_capacity", "kernel_overhead", "launch_latency", "host_launch_overhead",
+            "sync_latency")
+_EFFICIENCIES = ("matrix", "vector", "memory", "host_link", "fabric")
+_HOST_TIME = {"measured": 0, "modelled": 1}
+
+
+class ProfileError(ValueError):
+    """A device profile that cannot be used: names the file, the field and what was expected."""
+
+
+def profiles() -> list[str]:
+    """The names of the shipped profiles."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
+
+
+class _CheckedProfile(dict):
+    """A profile as _validated made it: rates keyed by torch.dtype, every field present."""
+
+
+def load_profile(profile: str | os.PathLike | dict) -> dict:
+    """A profile by name (shipped), path (a JSON file) or as a dict, checked field by field."""
+    if isinstance(profile, _CheckedProfile):
+        return profile
+    if isinstance(profile, dict):
+        return _validated(profile, "<dict>")
+    text = os.fspath(profile)
+    path = Path(text)
+    if not path.suffix and not path.exists():
+        path = PROFILE_DIR / f"{text}.json"
+        if not path.exists():
+            raise ProfileError(f"device profile {text!r}: no shipped profile of that name (shipped: "
+                               f"{', '.join(profiles())}); give a path to a JSON file for your own")
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise ProfileError(f"device profile {text!r}: cannot read {path}: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise ProfileError(f"{path}:{error.lineno}: not valid JSON: {error.msg}") from None
+    return _validated(data, str(path))
+
+
+def _validated(data: dict, where: str) -> dict:
+    def problem(field: str, expected: str) -> ProfileError:
+        return ProfileError(f"{where}: field {field!r}: expected {expected}")
+
+    def positive(value, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise problem(field, f"a finite number >= 0 (SI units: s, bytes, bytes/s, FLOP/s), got {value!r}")
+        return float(value)
+
+    def section(value, field: str) -> dict:
+        if not isinstance(value, dict):
+            raise problem(field, f"an object, got {value!r}")
+        return value
+
+    def field(obj: dict, name: str, path: str):
+        if name not in obj:
+            raise problem(path, "it to be present (see torch_simhpu/profiles/h100-sxm.json for every field)")
+        return obj[name]
+
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: a profile is a JSON object, got {type(data).__name__}")
+    out = _CheckedProfile(name=data.get("name") or Path(where).stem)
+    if not isinstance(out["name"], str):
+        raise problem("name", f"a string, got {out['name']!r}")
+    for rates in ("matrix_flops", "vector_flops"):
+        given = section(field(data, rates, rates), rates)
+        unknown = set(given) - set(_DTYPES) - {"default"}
+        if unknown:
+            raise problem(rates, f"dtype names from {sorted(_DTYPES)} or 'default', got {sorted(unknown)}")
+        if "default" not in given:
+            raise problem(f"{rates}.default", "the rate for dtypes not listed")
+        default = positive(given["default"], f"{rates}.default")
+        if default == 0:
+            raise problem(f"{rates}.default", "a rate > 0")
+        table = {}
+        for name, dtype in _DTYPES.items():
+            rate = positive(given.get(name, default), f"{rates}.{name}")
+            table[dtype] = rate if rate > 0 else default
+        out[rates] = table
+    for name in _NUMBERS:
+        out[name] = positive(field(data, name, name), name)
+    if out["memory_bandwidth"] == 0:
+        raise problem("memory_bandwidth", "a bandwidth > 0")
+    host_link = section(field(data, "host_link", "host_link"), "host_link")
+    out["host_link"] = {k: positive(field(host_link, k, f"host_link.{k}"), f"host_link.{k}")
+                        for k in ("bandwidth", "pageable_bandwidth", "latency")}
+    fabric = section(field(data, "fabric", "fabric"), "fabric")
+    per_node = field(fabric, "devices_per_node", "fabric.devices_per_node")
+    if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1:
+        raise problem("fabric.devices_per_node", f"an int >= 1, got {per_node!r}")
+    out["fabric"] = {"devices_per_node": per_node}
+    for link in ("intra_node", "inter_node"):
+        given = section(field(fabric, link, f"fabric.{link}"), f"fabric.{link}")
+        out["fabric"][link] = {k: positive(field(given, k, f"fabric.{link}.{k}"), f"fabric.{link}.{k}")
+                               for k in ("bandwidth", "latency")}
+    for bandwidth in ("host_link.bandwidth", "host_link.pageable_bandwidth", "fabric.intra_node.bandwidth",
+                      "fabric.inter_node.bandwidth"):
+        value = out
+        for part in bandwidth.split("."):
+            value = value[part]
+        if value == 0:
+            raise problem(bandwidth, "a bandwidth > 0")
+    efficiency = section(field(data, "efficiency", "efficiency"), "efficiency")
+    out["efficiency"] = {}
+    for name in _EFFICIENCIES:
+        value = positive(field(efficiency, name, f"efficiency.{name}"), f"efficiency.{name}")
+        if not 0 < value <= 1:
+            raise problem(f"efficiency.{name}", f"a fraction of peak in (0, 1], got {value!r}")
+        out["efficiency"][name] = value
+    return out
+
+
+def set_profile(profile: str | os.PathLike | dict | None, *, host_time: str = "measured") -> None:
+    """Simulated time on with `profile` (its clocks start at zero), or off (None).
+
+    host_time: "measured" (the host time between launches as measured here, plus
+    the part's launch overhead) or "modelled" (the part's launch overhead alone:
+    the timeline no longer depends on this machine's speed).
+
+    SIMHPU_DEVICE_PROFILE sets it at import, and there the device memory's capacity
+    follows the profile unless SIMHPU_MEMORY_LIMIT says otherwise; set at run time,
+    the capacity stays what the device started with.
+    """
+    if host_time not in _HOST_TIME:
+        raise ValueError(f"torch.simhpu.set_profile: host_time must be 'measured' or 'modelled', got {host_time!r}")
+    if profile is None:
+        _C._simclock_set_profile(None)
+        return
+    checked = load_profile(profile)
+    _install_flop_formulas()
+    _C._simclock_set_host_time(_HOST_TIME[host_time])
+    _C._simclock_set_profile(checked)
+    _profiles_in_use[checked["name"]] = checked
+
+
+def profile() -> str | None:
+    """The name of the profile in use, or None while simulated time is off."""
+    return _C._simclock_profile_name()
+
+
+_profiles_in_use: dict[str, dict] = {}
+
+
+@contextlib.contextmanager
+def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str = "measured"):
+    """Simulated time for the block; yields a Simulation whose report() describes it.
+
+    profile: the profile to use (None: the one set already). Clocks restart at
+    zero when a profile is given; the one in use before is restored after.
+    """
+    before = _C._simclock_profile_name()
+    before_mode = _C._simclock_host_time()
+    if profile is not None:
+        set_profile(profile, host_time=host_time)
+    elif before is None:
+        raise ValueError("torch.simhpu.simulate: no profile given and none set (pass one, e.g. 'h100-sxm')")
+    run = Simulation(_C._simclock_profile_name())
+    run._begin()
+    try:
+        yield run
+    finally:
+        run._end()
+        if profile is not None:
+            if before is None:
+                _C._simclock_set_profile(None)
+            else:
+                _C._simclock_set_host_time(before_mode)
+                _C._simclock_set_profile(_profiles_in_use[before])
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch on the simulated timeline (times in simulated seconds)."""
+    id: int
+    op: str
+    kernel: str
+    file: str | None
+    line: int
+    device: int
+    stream: int
+    work: str       # vector, matrix, host-to-device, device-to-host, collective, marker
+    bound: str      # compute, memory, latency, host-link, fabric, none
+    collective: str | None  # its kind, for a collective
+    ranks: int
+    flops: float
+    bytes: float
+    peak_fraction: float
+    launched: float
+    start: float
+    end: float
+    cause: str      # what its start waited for: stream, event or host
+    after: int      # the launch that ended then (-1: the host)
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+class Simulation:
+    """What a simulate() block recorded; report() prints it."""
+
+    def __init__(self, profile_name: str):
+        self.profile = profile_name
+        self.launches: list[Launch] = []
+        self.begin = 0.0
+        self.finish = 0.0
+        self._mark = None
+
+    def _begin(self) -> None:
+        self._mark = _C._simclock_start_log()
+        self.begin = _C._simclock_host_now()
+
+    def _end(self) -> None:
+        try:
+            torch.simhpu.synchronize()  # the host waits for the device: the block's end
+        finally:
+            rows = _C._simclock_stop_log(self._mark)
+            self.launches = [Launch(self._mark + i, *row) for i, row in enumerate(rows)]
+            self.finish = _C._simclock_host_now()
+
+    # -- what the report is made of -------------------------------------------------------
+
+    @property
+    def span(self) -> float:
+        """Simulated seconds from the block's start to the host's end (after it synchronised)."""
+        return self.finish - self.begin
+
+    def kernels(self) -> list[Launch]:
+        return [x for x in self.launches if x.work != "marker"]
+
+    def busy(self) -> float:
+        """Simulated seconds some stream of the device was running a kernel (the union of their spans)."""
+        total, covered_to = 0.0, -math.inf
+        for x in sorted(self.kernels(), key=lambda k: k.start):
+            start = max(x.start, covered_to)
+            if x.end > start:
+                total += x.end - start
+                covered_to = x.end
+        return total
+
+    def waiting_for_host(self) -> float:
+        """Simulated seconds streams sat idle until the host launched their next kernel."""
+        previous_end: dict[tuple[int, int], float] = {}
+        idle = 0.0
+        for x in self.kernels():
+            lane = (x.device, x.stream)
+            if x.cause == "host":
+                idle += x.start - max(previous_end.get(lane, self.begin), self.begin)
+            previous_end[lane] = x.end
+        return idle
+
+    def verdict(self) -> str:
+        busy = self.busy()
+        if self.span <= 0:
+            return "nothing ran"
+        if busy / self.span >= 0.5:
+            return "device-bound"
+        return "host-bound" if self.waiting_for_host() >= (self.span - busy) / 2 else "wait-bound"
+
+    def operators(self) -> list[dict]:
+        """Per operator: launches, simulated time, FLOPs, bytes, what bounds it most, mean fraction of peak."""
+        rows: dict[str, dict] = {}
+        for x in self.kernels():
+            row = rows.setdefault(x.op, {"op": x.op, "launches": 0, "time": 0.0, "flops": 0.0, "bytes": 0.0,
+                                         "bounds": collections.Counter(), "peak": 0.0})
+            row["launches"] += 1
+            row["time"] += x.duration
+            row["flops"] += x.flops
+            row["bytes"] += x.bytes
+            row["bounds"][x.bound] += x.duration
+            row["peak"] += x.peak_fraction * x.duration
+        for row in rows.values():
+            row["bound"] = row["bounds"].most_common(1)[0][0]
+            row["peak"] = row["peak"] / row["time"] if row["time"] > 0 else 0.0
+        return sorted(rows.values(), key=lambda r: -r["time"])
+
+    def critical_path(self) -> list[Launch]:
+        """The chain of launches that set the end: from the last to end, back through what each waited for."""
+        by_id = {x.id: x for x in self.launches}
+        kernels = self.kernels()
+        if not kernels:
+            return []
+        path = [max(kernels, key=lambda k: k.end)]
+        while path[-1].after in by_id:
+            path.append(by_id[path[-1].after])
+        return path[::-1]
+
+    def collectives(self, scales=(8, 64, 1024)) -> list[dict]:
+        """Each kind and size of collective: its simulated time here and projected at `scales` devices."""
+        rows: dict[tuple, dict] = {}
+        for x in self.launches:
+            if x.work != "collective":
+                continue
+            row = rows.setdefault((x.collective, x.bytes, x.ranks),
+                                  {"collective": x.collective, "bytes": x.bytes, "ranks": x.ranks, "count": 0,
+                                   "time": x.duration})
+            row["count"] += 1
+        for row in rows.values():
+            row["projected"] = {n: _C._simclock_collective_seconds(row["collective"], row["bytes"], n)
+                                for n in scales}
+        return list(rows.values())
+
+    def report(self, top: int = 20) -> str:
+        busy = self.busy()
+        lines = [f"simulated on {self.profile}: {_t(self.span)} from the block's start to its end "
+                 f"({len(self.kernels())} kernels)",
+                 f"device busy {_pct(busy, self.span)}, idle waiting for the host's launches "
+                 f"{_pct(self.waiting_for_host(), self.span)}: {self.verdict()}",
+                 "",
+                 f"{'operator':<44} {'launches':>8} {'time':>10} {'share':>6} {'bound':>9} {'of peak':>8}"]
+        ops = self.operators()
+        for row in ops[:top]:
+            lines.append(f"{row['op'][:44]:<44} {row['launches']:>8} {_t(row['time']):>10} "
+                         f"{_pct(row['time'], busy):>6} {row['bound']:>9} {row['peak'] * 100:>7.1f}%")
+        if len(ops) > top:
+            lines.append(f"... {len(ops) - top} more operators")
+        path = self.critical_path()
+        if path:
+            on_path = collections.Counter()
+            for x in path:
+                on_path[x.op] += x.duration
+            streams = sorted({(x.device, x.stream) for x in path})
+            lines += ["", f"critical path: {len(path)} launches over {len(streams)} stream(s), "
+                          f"{_t(sum(x.duration for x in path))} of kernels, starting when the host launched "
+                          f"{path[0].op} at {_t(path[0].launched - self.begin)}; most of it:"]
+            for op, seconds in on_path.most_common(5):
+                lines.append(f"  {op:<44} {_t(seconds):>10}")
+        coll = self.collectives()
+        if coll:
+            lines += ["", f"{'collective':<16} {'bytes':>12} {'count':>6} {'here':>16} "
+                          + " ".join(f"{f'at {n}':>10}" for n in coll[0]["projected"])]
+            for row in coll:
+                here = f"{_t(row['time'])} ({row['ranks']})"
+                lines.append(f"{row['collective']:<16} {row['bytes']:>12.0f} {row['count']:>6} {here:>16} "
+                             + " ".join(f"{_t(s):>10}" for s in row["projected"].values()))
+        return "\n".join(lines)
+
+
+def _t(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.2f} us"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole > 0 else "-"
+
+
+# -- FLOP formulas for reference-path operators -------------------------------------------
+
+_formulas_installed = False
+
+
+def _install_flop_formulas() -> None:
+    """The reference path asks torch.utils.flop_counter's formulas for the operators it has one for."""
+    global _formulas_installed
+    if _formulas_installed:
+        return
+    from torch.utils.flop_counter import flop_registry
+
+    by_name = {packet._qualified_op_name: formula for packet, formula in flop_registry.items()
+               if isinstance(packet, torch._ops.OpOverloadPacket)}
+
+    def flops(name: str, args: list, kwargs: dict, outputs: list):
+        try:
+            out = outputs[0] if len(outputs) == 1 else tuple(outputs)
+            return float(by_name[name](*args, **kwargs, out_val=out))
+        except Exception:  # noqa: BLE001 - a formula that cannot read this call: priced as vector work
+            return None
+
+    _C._simclock_set_flop_formula(flops, sorted(by_name))
+    _formulas_installed = True
+
+
+def _start_from_environment() -> None:
+    """SIMHPU_DEVICE_PROFILE=NAME|PATH (SIMHPU_SIMULATED_HOST_TIME=measured|modelled)."""
+    value = os.environ.get("SIMHPU_DEVICE_PROFILE", "").strip()
+    if not value:
+        return
+    checked = load_profile(value)
+    if not os.environ.get("SIMHPU_MEMORY_LIMIT"):
+        os.environ["SIMHPU_MEMORY_LIMIT"] = str(int(checked["memory_capacity"]))  # read at the device's first use
+    set_profile(checked, host_time=os.environ.get("SIMHPU_SIMULATED_HOST_TIME", "measured").strip() or "measured")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m torch_simhpu.simulation",
+        description="Run a script with simulated time on and print where the modelled part spends it.")
+    parser.add_argument("--profile", required=True, help=f"a shipped profile ({', '.join(profiles())}) or a path")
+    parser.add_argument("--host-time", choices=sorted(_HOST_TIME), default="measured")
+    parser.add_argument("--top", type=int, default=20, help="operators listed (by simulated time)")
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    options = parser.parse_args(argv)
+    sys.argv = [options.script, *options.args]
+    with simulate(options.profile, host_time=options.host_time) as run:
+        try:
+            runpy.run_path(options.script, run_name="__main__")
+        except SystemExit as exit_:
+            if exit_.code not in (None, 0):
+                raise
+    print(run.report(options.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
