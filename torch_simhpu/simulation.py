@@ -45,8 +45,8 @@ _DTYPES = {
     "complex128": torch.complex128, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
     "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
 }
-_NUMBERS = ("memory_bandwidth", "memory_capacity", "kernel_overhead", "launch_latency", "host_launch_overhead",
-            "sync_latency")
+_NUMBERS = ("memory_bandwidth", "memory_capacity", "kernel_overhead", "launch_latency", "host_op_overhead",
+            "host_launch_overhead", "sync_latency")
 _EFFICIENCIES = ("matrix", "vector", "memory", "host_link", "fabric")
 _HOST_TIME = {"measured": 0, "modelled": 1}
 
@@ -262,9 +262,9 @@ class Simulation:
         try:
             torch.simhpu.synchronize()  # the host waits for the device: the block's end
         finally:
+            self.finish = _C._simclock_host_now()  # (before the report's own work, which is not the program's)
             rows = _C._simclock_stop_log(self._mark)
             self.launches = [Launch(self._mark + i, *row) for i, row in enumerate(rows)]
-            self.finish = _C._simclock_host_now()
 
     # -- what the report is made of -------------------------------------------------------
 

@@ -177,7 +177,7 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
       // A 0-dim host tensor (a Python number TensorIterator moves to the device
       // for a binary op) is a kernel argument on parts whose kernels take CPU
       // scalars, as CUDA's do: no transfer to price.
-      cost.work = self.dim() == 0 ? simclock::Work::Marker : simclock::Work::HostToDevice;
+      cost.work = self.dim() == 0 ? simclock::Work::KernelArgument : simclock::Work::HostToDevice;
       cost.bytes = static_cast<double>(self.nbytes());
       cost.pageable = !is_pinned(self.data_ptr());
       simclock::hint(cost);

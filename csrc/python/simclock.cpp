@@ -34,6 +34,7 @@ DeviceProfile profile_of(const py::dict& d) {
   p.memory_bandwidth = d["memory_bandwidth"].cast<double>();
   p.kernel_overhead = d["kernel_overhead"].cast<double>();
   p.launch_latency = d["launch_latency"].cast<double>();
+  p.host_op_overhead = d["host_op_overhead"].cast<double>();
   p.host_launch_overhead = d["host_launch_overhead"].cast<double>();
   p.sync_latency = d["sync_latency"].cast<double>();
   const auto host_link = d["host_link"].cast<py::dict>();
@@ -54,7 +55,8 @@ DeviceProfile profile_of(const py::dict& d) {
 
 simclock::Work work_named(const std::string& name) {
   using simclock::Work;
-  for (Work w : {Work::Vector, Work::Matrix, Work::HostToDevice, Work::DeviceToHost, Work::Collective, Work::Marker}) {
+  for (Work w : {Work::Vector, Work::Matrix, Work::HostToDevice, Work::DeviceToHost, Work::Collective, Work::Marker,
+                 Work::KernelArgument}) {
     if (name == simclock::work_name(w)) return w;
   }
   TORCH_CHECK(false, "simulated time: unknown kind of work '", name, "'");

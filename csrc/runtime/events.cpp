@@ -65,7 +65,7 @@ bool synchronize_event_for(void* event, std::chrono::milliseconds timeout) {
     return true;
   }
   before_host_wait(-1, "Event.synchronize");
-  const simclock::WallTime began = simclock::wait_begins();
+  const double began = simclock::wait_begins();
   bool reached;
   {
     std::unique_lock<std::mutex> lock(e->mu);

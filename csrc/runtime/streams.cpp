@@ -137,13 +137,7 @@ void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
     record_ = &inline_record;
   } else {
     queue_ = &queue_of(stream);
-    const simclock::WallTime began = simclock::wait_begins();
     record_ = &queue_->claim();
-    if (simclock::enabled()) {
-      // A full ring holds the host back: that wait is the CPU workers', not the part's.
-      const double held = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-      if (held > 20e-6) simclock::on_launch_held_back(held);
-    }
   }
 }
 
@@ -205,7 +199,7 @@ void synchronize_stream(const c10::Stream& stream) {
   check_not_forked();
   before_host_wait(stream.device_index(), "synchronizing");
   sanitizer::on_host_waited_for_stream(stream);  // (before raising a failure: the wait happened)
-  const simclock::WallTime began = simclock::wait_begins();
+  const double began = simclock::wait_begins();
   queue_of(stream).synchronize();
   if (simclock::enabled()) simclock::on_host_waited_for_stream(stream, began);
   sanitizer::raise_pending();
@@ -227,7 +221,7 @@ void synchronize_device(c10::DeviceIndex device) {
   // on the first stream would leave the others running, and their failures
   // (often kernels skipped because of the one reported) for a later call.
   auto& streams = streams_of(device);
-  const simclock::WallTime began = simclock::wait_begins();
+  const double began = simclock::wait_begins();
   for (auto& q : streams.queues) {
     if (LaunchQueue* queue = q.load()) {
       queue->drain();

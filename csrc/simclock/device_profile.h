@@ -23,7 +23,8 @@ struct DeviceProfile {
   double memory_bandwidth = 0;
   double kernel_overhead = 0;       // the least a kernel takes on the device (back to back)
   double launch_latency = 0;        // from the host's launch to the earliest start
-  double host_launch_overhead = 0;  // host time the part's runtime adds to each launch
+  double host_op_overhead = 0;      // host time the framework takes to dispatch an operator to the part
+  double host_launch_overhead = 0;  // host time the part's driver takes to launch a kernel
   double sync_latency = 0;          // for the host to see that the device finished
   Link host_link;
   double pageable_bandwidth = 0;    // host link from pageable (unpinned) memory

@@ -63,6 +63,7 @@ void complete_from_record(LaunchCost& cost, const LaunchRecord& record) {
 Timing time_of(const LaunchCost& cost, const DeviceProfile& p) {
   switch (cost.work) {
     case Work::Marker:
+    case Work::KernelArgument:
       return {};
     case Work::HostToDevice:
     case Work::DeviceToHost: {
@@ -131,6 +132,7 @@ const char* work_name(Work work) {
     case Work::DeviceToHost: return "device-to-host";
     case Work::Collective: return "collective";
     case Work::Marker: return "marker";
+    case Work::KernelArgument: return "kernel argument";
   }
   return "?";
 }

@@ -15,6 +15,7 @@ enum class Work : uint8_t {
   DeviceToHost,
   Collective,
   Marker,      // event record / wait: no work
+  KernelArgument,  // a 0-dim host value copied to the device: on the part, an argument of the next kernel
 };
 
 // What bounds a launch's time on the part.

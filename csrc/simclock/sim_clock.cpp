@@ -1,8 +1,12 @@
 #include "simclock/sim_clock.h"
 
 #include "runtime/capture.h"
+#include "runtime/launch_queue.h"
+
+#include <ATen/record_function.h>
 
 #include <algorithm>
+#include <ctime>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,8 +35,7 @@ struct State {
   std::optional<DeviceProfile> profile;
   HostTime host_mode = HostTime::Measured;
   double host = 0;
-  WallTime wall_last;
-  double held_back = 0;  // seconds of real time since wall_last that were not the host's
+  uint64_t epoch = 0;  // bumped when the clocks restart: threads' CPU-time marks from before are stale
   std::unordered_map<uint64_t, StreamClock> streams;
   std::unordered_map<const void*, EventTime> events;
   // Costs of launches captured into graphs, by captured record (timed at replay).
@@ -57,23 +60,52 @@ uint64_t key_of(const c10::Stream& stream) {
          (static_cast<uint64_t>(stream.id()) & ((uint64_t(1) << 56) - 1));
 }
 
-double seconds_between(WallTime a, WallTime b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+// This thread's CPU time at its last hook, and the epoch that was in.
+thread_local double last_cpu = 0;
+thread_local uint64_t last_epoch = ~uint64_t(0);
+// How deep this thread is in aten operators: inside one, the host's time on the
+// part is the profile's launch overhead per launch, not what simhpu's own
+// dispatch (meta kernels, the reference path) takes here.
+thread_local int op_depth = 0;
 
-// The host's clock up to `now`: the host time measured since the last hook.
-void advance_host(State& s, WallTime now) {
-  if (s.host_mode == HostTime::Measured) {
-    s.host += std::max(0.0, seconds_between(s.wall_last, now) - s.held_back);
+// The host's clock up to `cpu_now`: the CPU time this thread spent since its
+// last hook, outside operators.
+void advance_host(State& s, double cpu_now) {
+  if (s.host_mode == HostTime::Measured && last_epoch == s.epoch && op_depth == 0) {
+    s.host += std::max(0.0, cpu_now - last_cpu);
   }
-  s.held_back = 0;
-  s.wall_last = now;
+  last_cpu = cpu_now;
+  last_epoch = s.epoch;
 }
 
-void host_waits_until(State& s, double device_time, WallTime began) {
+// (Stream workers run CPU operators too, as the part's kernels: not the host's.)
+std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&) {
+  if (on_launch_worker()) return nullptr;
+  if (op_depth++ == 0) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    --op_depth;  // (the program's own time up to here counts)
+    if (s.profile) {
+      advance_host(s, thread_cpu_seconds());
+      s.host += s.profile->host_op_overhead;
+    }
+    ++op_depth;
+  }
+  return nullptr;
+}
+
+void on_operator_end(const at::RecordFunction&, at::ObserverContext*) {
+  if (on_launch_worker()) return;
+  if (op_depth > 0 && --op_depth == 0) last_cpu = thread_cpu_seconds();
+}
+
+// Operator boundaries, while simulated time is on (RecordFunction's global callbacks).
+std::optional<at::CallbackHandle> operator_callbacks;
+
+void host_waits_until(State& s, double device_time, double began) {
   advance_host(s, began);
   s.host = std::max(s.host, device_time) + s.profile->sync_latency;
-  s.wall_last = std::chrono::steady_clock::now();  // the real wait is not the host's time
+  last_cpu = thread_cpu_seconds();  // what waiting took is not the host's time
 }
 
 // Times one record (kernel or marker) launched at host time `host` on `stream`.
@@ -119,13 +151,25 @@ void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream
 
 } // namespace
 
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
 void set_profile(std::optional<DeviceProfile> profile) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.profile = std::move(profile);
   s.host = 0;
-  s.held_back = 0;
-  s.wall_last = std::chrono::steady_clock::now();
+  ++s.epoch;
+  if (s.profile && !operator_callbacks) {
+    operator_callbacks = at::addGlobalCallback(
+        at::RecordFunctionCallback(&on_operator_start, &on_operator_end).scopes({at::RecordScope::FUNCTION}));
+  } else if (!s.profile && operator_callbacks) {
+    at::removeCallback(*operator_callbacks);
+    operator_callbacks.reset();
+  }
   s.streams.clear();
   s.events.clear();
   s.captured.clear();
@@ -157,7 +201,7 @@ void hint(const LaunchCost& cost) {
 void on_launch(const LaunchRecord& record, const c10::Stream& stream, bool in_graph) {
   std::optional<LaunchCost> cost = std::move(pending_hint);
   pending_hint.reset();
-  const WallTime now = std::chrono::steady_clock::now();
+  const double now = thread_cpu_seconds();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
@@ -166,8 +210,8 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, bool in_gr
     return;
   }
   advance_host(s, now);
-  if (cluster_launched_by(record)) {
-    return;  // its launches were timed as they were collected
+  if (cluster_launched_by(record) || (cost && cost->work == Work::KernelArgument)) {
+    return;  // a cluster's launches were timed as they were collected; an argument is no launch on the part
   }
   s.host += s.profile->host_launch_overhead;
   if (const LaunchSequence* graph = graph_replayed_by(record)) {
@@ -180,13 +224,7 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, bool in_gr
   } else {
     time_record(s, record, stream, s.host, cost);
   }
-  s.wall_last = std::chrono::steady_clock::now();  // the simulator's own time is not the host's
-}
-
-void on_launch_held_back(double seconds) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.held_back += seconds;
+  last_cpu = thread_cpu_seconds();  // the simulator's own time is not the host's
 }
 
 void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_names) {
@@ -213,14 +251,14 @@ void hint_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue>
   }
 }
 
-void on_host_waited_for_stream(const c10::Stream& stream, WallTime began) {
+void on_host_waited_for_stream(const c10::Stream& stream, double began) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
   host_waits_until(s, s.streams[key_of(stream)].time, began);
 }
 
-void on_host_waited_for_device(c10::DeviceIndex device, WallTime began) {
+void on_host_waited_for_device(c10::DeviceIndex device, double began) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
@@ -231,7 +269,7 @@ void on_host_waited_for_device(c10::DeviceIndex device, WallTime began) {
   host_waits_until(s, latest, began);
 }
 
-void on_host_waited_for_event(const void* event, WallTime began) {
+void on_host_waited_for_event(const void* event, double began) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
@@ -243,7 +281,7 @@ void on_host_transfer(double bytes, bool pageable) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
-  advance_host(s, std::chrono::steady_clock::now());
+  advance_host(s, thread_cpu_seconds());
   LaunchCost cost;
   cost.work = Work::DeviceToHost;
   cost.bytes = bytes;
@@ -268,7 +306,7 @@ std::optional<double> event_time(const void* event) {
 double host_now() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.profile) advance_host(s, std::chrono::steady_clock::now());
+  if (s.profile) advance_host(s, thread_cpu_seconds());
   return s.host;
 }
 

@@ -11,7 +11,11 @@
 // stream takes the stream's time; a stream waiting on it moves to at least that
 // time. The host clock advances by the host time measured between launches (or
 // only by the part's launch overhead, in modelled mode) and jumps to the
-// device's when the host waits for a stream, the device or an event.
+// device's when the host waits for a stream, the device or an event. Measured
+// host time is the program's own: the launching thread's CPU time outside aten
+// operators (inside one, the part's launch overhead stands for its dispatch;
+// simhpu's is not the part's), and never what it spends blocked waiting for the
+// CPU workers that stand in for the part.
 //
 // The runtime tells it about launches (LaunchSlot::commit), host waits and
 // destroyed events; launchers that know better than the record what a launch
@@ -45,9 +49,6 @@ HostTime host_time_mode();
 // The launch path: `record` is about to be queued on `stream`. `in_graph`: it
 // is being captured into a graph (timed when the graph is replayed).
 void on_launch(const LaunchRecord& record, const c10::Stream& stream, bool in_graph);
-// The launching thread was held back for `seconds` (its stream's ring was
-// full): not host time on the part.
-void on_launch_held_back(double seconds);
 
 // For reference-path operators: counts an operator's FLOPs (set from Python,
 // from torch.utils.flop_counter's formulas) for the operators named.
@@ -61,15 +62,15 @@ void hint_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue>
 
 // The host waited for everything queued so far on the stream / device / up to
 // the event's last record.
-// `began`: when the host started waiting (wait_begins()); the real time it
-// waited for the CPU workers is not host time on the part.
-using WallTime = std::chrono::steady_clock::time_point;
-inline WallTime wait_begins() {
-  return enabled() ? std::chrono::steady_clock::now() : WallTime{};
+// `began`: the thread's CPU time when it started waiting (wait_begins());
+// what it spent waiting for the CPU workers is not host time on the part.
+double thread_cpu_seconds();
+inline double wait_begins() {
+  return enabled() ? thread_cpu_seconds() : 0.0;
 }
-void on_host_waited_for_stream(const c10::Stream& stream, WallTime began);
-void on_host_waited_for_device(c10::DeviceIndex device, WallTime began);
-void on_host_waited_for_event(const void* event, WallTime began);
+void on_host_waited_for_stream(const c10::Stream& stream, double began);
+void on_host_waited_for_device(c10::DeviceIndex device, double began);
+void on_host_waited_for_event(const void* event, double began);
 // The host itself moved `bytes` over the host link (a blocking copy it makes).
 void on_host_transfer(double bytes, bool pageable);
 void on_event_destroyed(const void* event);

@@ -25,6 +25,7 @@ ROUND = {
     "memory_capacity": 1e9,
     "kernel_overhead": 1 * US,
     "launch_latency": 2 * US,
+    "host_op_overhead": 4 * US,
     "host_launch_overhead": 5 * US,
     "sync_latency": 3 * US,
     "host_link": {"bandwidth": 10e9, "pageable_bandwidth": 5e9, "latency": 10 * US},
@@ -169,7 +170,7 @@ def test_the_host_clock_jumps_to_the_device_on_a_synchronisation(device):
         torch.simhpu.synchronize()
         after_sync = _C._simclock_host_now()
     mm = only(sim.launches, "aten::mm.out")
-    assert mm.launched == pytest.approx(sim.begin + 5 * US)
+    assert mm.launched == pytest.approx(sim.begin + 4 * US + 5 * US)  # an operator's dispatch, a kernel's launch
     assert mm.start == pytest.approx(mm.launched + 2 * US)
     assert after_sync == pytest.approx(mm.end + 3 * US, rel=1e-12)
 
@@ -183,8 +184,8 @@ def test_elapsed_time_is_simulated_time(device):
         end.record()
         end.synchronize()
         ms = start.elapsed_time(end)
-    # the add is launched one host launch after the start event; it then runs, and the end event follows it
-    assert ms == pytest.approx((5 * US + 1 * US + 3 * 4 * (1 << 20) / MEMORY) * 1e3, rel=1e-12)
+    # the add is dispatched and launched after the start event; it then runs, and the end event follows it
+    assert ms == pytest.approx((4 * US + 5 * US + 1 * US + 3 * 4 * (1 << 20) / MEMORY) * 1e3, rel=1e-12)
     with simulate():
         late = torch.simhpu.Event(enable_timing=True)
         late.record()
