@@ -187,6 +187,7 @@ def profile() -> str | None:
 
 
 _profiles_in_use: dict[str, dict] = {}
+PROJECTED_SCALES = (8, 64, 1024)  # the group sizes a report projects each collective to
 
 
 @contextlib.contextmanager
@@ -253,6 +254,7 @@ class Simulation:
         self.begin = 0.0
         self.finish = 0.0
         self._mark = None
+        self._projected: dict[tuple, float] = {}  # (collective, bytes, devices) -> seconds, priced at the end
 
     def _begin(self) -> None:
         self._mark = _C._simclock_start_log()
@@ -265,6 +267,11 @@ class Simulation:
             self.finish = _C._simclock_host_now()  # (before the report's own work, which is not the program's)
             rows = _C._simclock_stop_log(self._mark)
             self.launches = [Launch(self._mark + i, *row) for i, row in enumerate(rows)]
+            for x in self.launches:  # priced while the block's profile is still on
+                if x.work == "collective":
+                    for n in PROJECTED_SCALES:
+                        self._projected[(x.collective, x.bytes, n)] = _C._simclock_collective_seconds(
+                            x.collective, x.bytes, n)
 
     # -- what the report is made of -------------------------------------------------------
 
@@ -287,14 +294,12 @@ class Simulation:
         return total
 
     def waiting_for_host(self) -> float:
-        """Simulated seconds streams sat idle until the host launched their next kernel."""
-        previous_end: dict[tuple[int, int], float] = {}
-        idle = 0.0
-        for x in self.kernels():
-            lane = (x.device, x.stream)
-            if x.cause == "host":
-                idle += x.start - max(previous_end.get(lane, self.begin), self.begin)
-            previous_end[lane] = x.end
+        """Simulated seconds the device (no stream running) sat idle until the host launched its next kernel."""
+        idle, covered_to = 0.0, self.begin
+        for x in sorted(self.kernels(), key=lambda k: k.start):
+            if x.start > covered_to and x.cause == "host":
+                idle += x.start - covered_to
+            covered_to = max(covered_to, x.end)
         return idle
 
     def verdict(self) -> str:
@@ -333,8 +338,8 @@ class Simulation:
             path.append(by_id[path[-1].after])
         return path[::-1]
 
-    def collectives(self, scales=(8, 64, 1024)) -> list[dict]:
-        """Each kind and size of collective: its simulated time here and projected at `scales` devices."""
+    def collectives(self) -> list[dict]:
+        """Each kind and size of collective: its simulated time here and projected at PROJECTED_SCALES devices."""
         rows: dict[tuple, dict] = {}
         for x in self.launches:
             if x.work != "collective":
@@ -344,13 +349,14 @@ class Simulation:
                                    "time": x.duration})
             row["count"] += 1
         for row in rows.values():
-            row["projected"] = {n: _C._simclock_collective_seconds(row["collective"], row["bytes"], n)
-                                for n in scales}
+            row["projected"] = {n: self._projected[(row["collective"], row["bytes"], n)] for n in PROJECTED_SCALES}
         return list(rows.values())
 
     def report(self, top: int = 20) -> str:
         busy = self.busy()
-        lines = [f"simulated on {self.profile}: {_t(self.span)} from the block's start to its end "
+        rank = os.environ.get("RANK")
+        lines = [("" if rank is None else f"[rank {rank}] ") +
+                 f"simulated on {self.profile}: {_t(self.span)} from the block's start to its end "
                  f"({len(self.kernels())} kernels)",
                  f"device busy {_pct(busy, self.span)}, idle waiting for the host's launches "
                  f"{_pct(self.waiting_for_host(), self.span)}: {self.verdict()}",
