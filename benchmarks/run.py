@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import collectives  # noqa: E402
 import sanitizer  # noqa: E402
+import simulated_time  # noqa: E402
 import graph_mode  # noqa: E402
 import reference_path  # noqa: E402
 
@@ -306,6 +307,7 @@ def main():
     rows += graph_mode.rows(Row, torch)
     rows += collectives.rows(Row, torch)
     rows += sanitizer.rows(Row, best_pair, torch)
+    rows += simulated_time.cost_rows(Row, best_pair)
     rows.append(codegen_row())
     if not args.no_build:
         rows += build_rows()

@@ -6,7 +6,6 @@ launch costs, off against on, measured in alternating rounds in one process.
 
     python benchmarks/sanitizer.py      these rows alone
 """
-import warnings
 
 
 def _with_sanitizer(torch, on, fn):
@@ -34,20 +33,11 @@ def rows(Row, best_pair, torch):
     off, on = best_pair(_with_sanitizer(torch, False, launches), _with_sanitizer(torch, True, launches), n)
     result = [Row("launch of a 1-element op, sanitizer off (left) / on", "us", off * 1e6, on * 1e6, "ratio <= 3.0")]
 
-    import transformers
-    transformers.logging.set_verbosity_error()
-    warnings.filterwarnings("ignore")
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=512, n_positions=64,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = transformers.GPT2LMHeadModel(config).to("simhpu")
-    batch = torch.randint(0, 512, (8, 64), generator=torch.Generator().manual_seed(1)).to("simhpu")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-
-    def step():
-        optimizer.zero_grad()
-        model(input_ids=batch, labels=batch).loss.backward()
-        optimizer.step()
+    try:
+        from tiny_gpt2 import training_step
+        step = training_step("simhpu")
+    except ImportError:
+        return result
 
     off, on = best_pair(_with_sanitizer(torch, False, step), _with_sanitizer(torch, True, step), 1)
     result.append(Row("tiny GPT-2 eager training step, sanitizer off (left) / on", "ms", off * 1e3, on * 1e3,

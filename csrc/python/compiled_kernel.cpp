@@ -10,6 +10,7 @@
 #include "runtime/kernel_arg.h"
 #include "runtime/launch_site.h"
 #include "runtime/streams.h"
+#include "simclock/launch_hint.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -109,6 +110,7 @@ class PyCompiledKernel {
       }
     }
     TORCH_CHECK(device.has_value(), "simhpu compiled kernel '", name, "': no simhpu tensor among its arguments");
+    if (simclock::enabled()) hint_cost(args);
     LaunchSlot slot(current_stream(device->index()));
     LaunchRecord& record = slot.record();
     record.kernel = &kernel.def;
@@ -123,6 +125,26 @@ class PyCompiledKernel {
   }
 
  private:
+  // What simulated time knows of the kernel, as Inductor does: the buffers it
+  // reads and writes (its records describe them by address alone), one
+  // operation per element of the largest.
+  void hint_cost(const py::args& args) const {
+    simclock::LaunchCost cost;
+    cost.bytes = 0;
+    cost.flops = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const ArgKind kind = kernel_->kinds[i];
+      if ((kind == ArgKind::Read || kind == ArgKind::Written) && THPVariable_Check(args[i].ptr())) {
+        const at::Tensor& t = THPVariable_Unpack(args[i].ptr());
+        if (t.dim() == 0) continue;  // a scalar: an argument
+        cost.bytes += static_cast<double>(t.nbytes());
+        cost.flops = std::max(cost.flops, static_cast<double>(t.numel()));
+        if (cost.dtype == c10::ScalarType::Undefined) cost.dtype = t.scalar_type();
+      }
+    }
+    simclock::hint(cost);
+  }
+
   void add(LaunchRecord& record, ArgKind kind, PyObject* arg, size_t i, c10::Device device) const {
     const char* name = kernel_->def.name;
     switch (kind) {

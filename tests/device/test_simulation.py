@@ -335,3 +335,17 @@ def test_the_command_line_runs_a_script_and_prints_the_report(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "simulated on h100-sxm" in out.stdout and "aten::mm.out" in out.stdout
     assert math.isfinite(float(out.stdout.split(": ")[1].split()[0]))
+
+
+def test_compiled_code_is_priced_by_its_buffers_and_its_extern_calls(device):
+    a = torch.randn(256, 256, device=device)
+    f = torch.compile(lambda a: (a @ a).relu() + 1)
+    f(a)
+    with simulate() as sim:
+        f(a)
+    mm = only(sim.launches, "aten::mm.out")  # Inductor's extern call: an operator, priced by its formula
+    assert mm.work == "matrix" and mm.flops == 2 * 256 ** 3
+    (fused,) = [x for x in sim.kernels() if x is not mm]
+    # its buffers as Inductor passes them: the product's, reused in place for the result
+    assert fused.work == "vector" and fused.bytes == 256 * 256 * 4
+    assert fused.start >= mm.end
