@@ -1,5 +1,6 @@
 """A short tour of torch_simhpu: the device, a few YAML-declared operators,
-autograd, torch.compile and the reference path (every other PyTorch operator)."""
+autograd, torch.compile, the reference path (every other PyTorch operator) and
+simulated time."""
 import torch
 
 import torch_simhpu
@@ -51,6 +52,14 @@ with torch.simhpu.op_routes() as routes:
 torch.testing.assert_close(z.cpu(), conv.cpu()(x.detach().cpu().reshape(1, 4, 8)).softmax(-1))
 print(f"conv1d + softmax on the reference path: {tuple(z.shape)} on {z.device}, as on the CPU; "
       f"{routes.total('reference')} reference launches, synchronised: {routes.ops('synchronized')}")
+# What a real part would take: the same program, priced launch by launch on a profile.
+a = torch.randn(2048, 2048, device="simhpu")
+with torch.simhpu.simulate("h100-sxm", host_time="modelled") as sim:
+    for _ in range(4):
+        a = torch.nn.functional.gelu(a @ a / 2048)
+matmul = sim.operators()[0]
+print(f"simulated on {sim.profile}: {sim.span * 1e3:.3f} ms for 4 x (2048^2 matmul + gelu), "
+      f"{matmul['op']} {matmul['bound']}-bound at {matmul['peak'] * 100:.0f}% of peak, {sim.verdict()}")
 try:
     torch_simhpu.npu_add_custom(x.cpu(), y)
 except RuntimeError as e:
