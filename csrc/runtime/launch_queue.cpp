@@ -10,6 +10,10 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
+#include <string>
+
 namespace simhpu {
 namespace {
 
@@ -136,6 +140,10 @@ uint64_t LaunchQueue::wait_for_work(uint64_t head) {
 
 void LaunchQueue::work() {
   on_worker_thread = true;
+  // Named for top -H, perf and benchmarks/step_breakdown.py ("simhpu0.s1": device 0, stream 1);
+  // the OpenMP helpers its kernels start inherit the name.
+  const std::string name = "simhpu" + std::to_string(stream_.device_index()) + ".s" + std::to_string(stream_.id());
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   // Kernels that call ATen (the reference path runs CPU kernels here) do so
   // under one fixed state, not a thread's defaults: no autograd recording,
   // forward or reverse, whatever the launching thread had enabled.
