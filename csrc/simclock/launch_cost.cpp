@@ -61,6 +61,9 @@ void complete_from_record(LaunchCost& cost, const LaunchRecord& record) {
 }
 
 Timing time_of(const LaunchCost& cost, const DeviceProfile& p) {
+  if (cost.seconds >= 0) {
+    return {cost.seconds, Bound::Latency, 0};
+  }
   switch (cost.work) {
     case Work::Marker:
     case Work::KernelArgument:

@@ -33,6 +33,7 @@ struct LaunchCost {
   bool pageable = false;  // a host-link copy from pageable memory
   CollectiveKind collective = CollectiveKind::AllReduce;
   int ranks = 1;
+  double seconds = -1;  // a kernel whose duration is known (a diagnostic that occupies the device): that long
 };
 
 // Fills what `cost` leaves open from the record: bytes of its tensors (their

@@ -349,3 +349,11 @@ def test_compiled_code_is_priced_by_its_buffers_and_its_extern_calls(device):
     # its buffers as Inductor passes them: the product's, reused in place for the result
     assert fused.work == "vector" and fused.bytes == 256 * 256 * 4
     assert fused.start >= mm.end
+
+
+def test_a_kernel_that_occupies_the_device_for_a_known_time_takes_it_on_the_part(device):
+    t = torch.empty(1, device=device)
+    with simulate() as sim:
+        _C._sleep_on_device(t, 2000)  # 2 ms
+    (sleep,) = sim.kernels()
+    assert sleep.duration == pytest.approx(2e-3, rel=1e-12)
