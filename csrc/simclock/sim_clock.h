@@ -9,13 +9,13 @@
 // stream's clock and the moment the host launched it (plus the part's launch
 // latency), and ends after its cost (launch_cost.h). An event recorded on a
 // stream takes the stream's time; a stream waiting on it moves to at least that
-// time. The host clock advances by the host time measured between launches (or
-// only by the part's launch overhead, in modelled mode) and jumps to the
-// device's when the host waits for a stream, the device or an event. Measured
-// host time is the program's own: the launching thread's CPU time outside aten
-// operators (inside one, the part's launch overhead stands for its dispatch;
-// simhpu's is not the part's), and never what it spends blocked waiting for the
-// CPU workers that stand in for the part.
+// time. The host clock advances by the part's dispatch time per operator and
+// launch time per kernel, plus (unless modelled) the program's own time between
+// operators, and jumps to the device's when the host waits for a stream, the
+// device or an event. The program's own time is the launching thread's CPU time
+// outside aten operators: simhpu's dispatch is not the part's, and what the
+// thread spends blocked waiting for the CPU workers that stand in for the part
+// is not the host's.
 //
 // The runtime tells it about launches (LaunchSlot::commit), host waits and
 // destroyed events; launchers that know better than the record what a launch
@@ -30,7 +30,6 @@
 #include <c10/core/Stream.h>
 
 #include <atomic>
-#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
