@@ -1,5 +1,6 @@
 #include "aten/reference_call.h"
 
+#include "aten/result_placement.h"
 #include "runtime/device_memory.h"
 #include "runtime/generator.h"
 
@@ -259,11 +260,56 @@ void encode_outputs(LaunchRecord& record, c10::ArrayRef<c10::IValue> outputs) {
   }
 }
 
+namespace {
+
+// The fresh outputs' memory, offered to the CPU kernel's allocations (see result_placement.h).
+std::optional<ResultPlacement> offer_outputs(const ReferenceOp& ref, const LaunchRecord& record) {
+  if (!result_placement_available()) return std::nullopt;
+  c10::SmallVector<ResultOffer, 2> offers;
+  size_t next_output = ref.num_args();
+  for (size_t r = 0; r < ref.return_alias.size(); ++r) {
+    if (ref.return_alias[r] >= 0) continue;
+    const auto* d = std::get_if<DeviceTensor>(&record.args[next_output++]);
+    if (d != nullptr && d->dtype != c10::ScalarType::Undefined && d->numel() > 0 && d->is_contiguous()) {
+      offers.push_back({d->data, static_cast<size_t>(d->numel()) * c10::elementSize(d->dtype)});
+    }
+  }
+  if (offers.empty()) return std::nullopt;
+  return std::optional<ResultPlacement>(std::in_place, std::move(offers));
+}
+
+bool placed_as(const at::Tensor& result, const KernelArg& output) {
+  const auto* d = std::get_if<DeviceTensor>(&output);
+  return d != nullptr && result.defined() && result.data_ptr() == d->data && result.scalar_type() == d->dtype &&
+         result.sizes() == c10::IntArrayRef(d->sizes) && result.strides() == c10::IntArrayRef(d->strides);
+}
+
+// A result in offered memory that is not exactly its own output (another
+// output's memory, another layout) is moved out before any output is written.
+c10::IValue moved_out_of_offers(const ResultPlacement& placement, const c10::IValue& result) {
+  if (result.isTensor()) {
+    const at::Tensor& t = result.toTensor();
+    return placement.overlaps_offer(t) ? c10::IValue(t.clone()) : result;
+  }
+  if (result.isTensorList()) {
+    std::vector<at::Tensor> list = result.toTensorVector();
+    for (at::Tensor& t : list) {
+      if (placement.overlaps_offer(t)) t = t.clone();
+    }
+    return c10::IValue(list);
+  }
+  return result;
+}
+
+} // namespace
+
 torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
   const auto& ref = *static_cast<const ReferenceOp*>(record.payload);
   // Operators the CPU kernel calls inside need no autograd: these are plain buffers.
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   HostAliases aliases(record);
+  // (Before the stack: the results it holds are released before the offers are checked.)
+  std::optional<ResultPlacement> placement = fill_outputs ? offer_outputs(ref, record) : std::nullopt;
   torch::jit::Stack stack;
   stack.reserve(record.args.size());
   const size_t num_args = ref.num_args();
@@ -280,6 +326,17 @@ torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
   if (!fill_outputs) {
     return stack;
   }
+  c10::SmallVector<bool, 4> in_place(ref.return_alias.size(), false);
+  if (placement) {
+    placement->withdraw();
+    size_t next = num_args;
+    for (size_t r = 0; r < ref.return_alias.size(); ++r) {
+      if (ref.return_alias[r] >= 0) continue;
+      const KernelArg& output = record.args[next++];
+      in_place[r] = stack[r].isTensor() && placed_as(stack[r].toTensor(), output);
+      if (!in_place[r]) stack[r] = moved_out_of_offers(*placement, stack[r]);
+    }
+  }
   // The host gave these tensors the metadata the meta kernel announced; a
   // CPU kernel that reshapes them otherwise would leave the two disagreeing.
   for (const auto& [alias, d] : written) {
@@ -293,7 +350,8 @@ torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
   size_t next_output = num_args;
   for (size_t r = 0; r < ref.return_alias.size(); ++r) {
     if (ref.return_alias[r] < 0) {
-      copy_into(ref, aliases, record.args[next_output++], stack[r]);
+      const KernelArg& output = record.args[next_output++];
+      if (!in_place[r]) copy_into(ref, aliases, output, stack[r]);  // (in place: written where it belongs)
     }
   }
   return {};

@@ -2,6 +2,7 @@
 #include "aten/exec_cmd.h"
 #include "aten/op_routes.h"
 #include "aten/reference_op.h"
+#include "aten/result_placement.h"
 #include "custom_op/custom_op.h"
 #include "python/compiled_kernel.h"
 #include "python/distributed.h"
@@ -154,6 +155,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep_on_device", &simhpu::_sleep_on_device);
   m.def("_report_worker_state", &simhpu::_report_worker_state);
   m.def("_time_empty_launches", &simhpu::_time_empty_launches);
+  m.def("_results_placed", &simhpu::results_placed);
+  m.def("_result_placement_available", &simhpu::result_placement_available);
   m.def("_launch_user_kernel", &simhpu::_launch_user_kernel);
 
   simhpu::bind_graphs(m);

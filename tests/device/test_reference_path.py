@@ -574,3 +574,33 @@ def test_quantized_tensors_are_refused_at_the_call(make, op):
     torch.simhpu.synchronize()  # nothing was queued that fails later
     torch.testing.assert_close((t * 2).cpu(), t.cpu() * 2)
     assert torch.qint8 not in torch.accelerator.get_device_capability("simhpu")["supported_dtypes"]
+
+
+@pytest.mark.parametrize("op, outputs", [
+    (lambda x: torch.relu(x), 1),                                     # a functional kernel, one result
+    (lambda x: torch.var_mean(x, dim=1), 2),                          # two results of one size
+    (lambda x: torch.native_layer_norm(x, [5], None, None, 1e-5), 3),  # three, two of one size
+    (lambda x: F.conv2d(x[None], torch.ones(2, 4, 3, 3, device=x.device)), 1),
+])
+def test_functional_results_are_written_in_place_and_match_the_cpu(op, outputs):
+    """Their CPU kernel's allocation of each result takes the device output's memory
+    (csrc/aten/result_placement.h): nothing is copied. Convolution's oneDNN takes
+    buffers by raw_allocate, which must work with such memory too."""
+    x = torch.randn(4, 6, 5, generator=torch.Generator().manual_seed(0))
+    xd = x.to("simhpu")
+    before = torch_simhpu._C._results_placed()
+    got = op(xd)
+    torch.simhpu.synchronize()
+    assert torch_simhpu._C._results_placed() - before == outputs  # no result copied
+    expected = op(x)
+    torch.testing.assert_close(torch.utils._pytree.tree_map(lambda t: t.cpu(), got), expected)
+
+
+def test_results_are_copied_when_placement_is_turned_off(tmp_path):
+    code = ("import torch, torch_simhpu; x = torch.randn(8, device='simhpu'); "
+            "torch.testing.assert_close(torch.relu(x).cpu(), torch.relu(x.cpu())); "
+            "print(torch_simhpu._C._result_placement_available(), torch_simhpu._C._results_placed())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, SIMHPU_RESULT_PLACEMENT="0"), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "0"]
