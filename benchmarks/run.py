@@ -27,6 +27,7 @@ import collectives  # noqa: E402
 import sanitizer  # noqa: E402
 import simulated_time  # noqa: E402
 import graph_mode  # noqa: E402
+import launch_conditions  # noqa: E402
 import reference_path  # noqa: E402
 
 ROUNDS = 5
@@ -302,7 +303,9 @@ def main():
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}", flush=True)
-    rows = launch_rows() + package_launch_row() + [launch_blocking_row()] + add_rows() + elementwise_rows() + reduction_rows()
+    print(launch_conditions.machine_description(), flush=True)
+    rows = launch_rows() + launch_conditions.rows(Row, best_pair, best_seconds, torch)
+    rows += package_launch_row() + [launch_blocking_row()] + add_rows() + elementwise_rows() + reduction_rows()
     rows += reference_path.rows(Row, best_pair, torch)
     rows += graph_mode.rows(Row, torch)
     rows += collectives.rows(Row, torch)

@@ -47,10 +47,11 @@ def trace(path: str | os.PathLike):
 def chrome_events(entries) -> list[dict]:
     """Two spans per kernel: waiting in the queue, then running, on the stream's row."""
     events = []
-    for kernel, op, file, line, device, stream, queued, start, end, _correlation in entries:
+    for kernel, op, file, line, device, stream, queued, start, end, _correlation, by_host in entries:
         pid = f"simhpu:{device}"
         args = {"op": op, "launched at": f"{file}:{line}" if file else "(not from Python)",
-                "queued (us)": (start - queued) / 1e3, "ran (us)": (end - start) / 1e3}
+                "queued (us)": (start - queued) / 1e3, "ran (us)": (end - start) / 1e3,
+                "ran on": "the host thread waiting for it" if by_host else "the stream's worker"}
         events.append({"name": f"{kernel} (queued)", "cat": "queue", "ph": "X", "ts": queued / 1e3,
                        "dur": (start - queued) / 1e3, "args": args, "pid": pid, "tid": f"stream {stream} queue"})
         events.append({"name": kernel, "cat": "kernel", "ph": "X", "ts": start / 1e3, "dur": (end - start) / 1e3,

@@ -27,12 +27,15 @@ void sleep_on_device(int64_t microseconds) {
 }
 SIMHPU_KERNEL(sleep_on_device);
 
-// state[0..2] = grad mode, forward grad mode, autograd keys included (1: yes).
+// state[0..3] = grad mode, forward grad mode, autograd keys not excluded, keys beyond the defaults included (1: yes).
 void report_worker_state(const DeviceTensor& state) {
   int64_t* out = state.data_as<int64_t>();
   out[0] = c10::GradMode::is_enabled();
   out[1] = c10::AutogradState::get_tls_state().get_fw_grad_mode();
-  out[2] = !c10::impl::tls_local_dispatch_key_set().excluded_.isSupersetOf(c10::autograd_dispatch_keyset);
+  const c10::impl::LocalDispatchKeySet keys = c10::impl::tls_local_dispatch_key_set();
+  out[2] = !keys.excluded_.isSupersetOf(c10::autograd_dispatch_keyset);
+  // A key the launching thread included (a Python dispatch mode, autocast) would reroute the kernel's ATen calls.
+  out[3] = keys.included_ != c10::default_included_set;
 }
 SIMHPU_KERNEL(report_worker_state);
 

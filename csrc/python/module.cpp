@@ -24,7 +24,12 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 namespace simhpu {
 
@@ -70,6 +75,45 @@ double _time_empty_launches(int64_t count) {
   }
   synchronize_stream(stream);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// What a launch record's trip between cores costs on this machine: two threads
+// pinned to CPUs `a` and `b` pass a counter back and forth `rounds` times; the
+// result is nanoseconds per one-way hand-off (benchmarks record it beside the
+// launch rows, whose cost it bounds). Refused if either CPU cannot be pinned.
+double _core_to_core_latency_ns(int a, int b, int64_t rounds) {
+  pybind11::gil_scoped_release no_gil;
+  const auto pin = [](int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+  };
+  alignas(64) std::atomic<int64_t> turn{0};
+  std::atomic<bool> pinned{true};
+  std::thread peer([&] {
+    if (!pin(b)) {
+      pinned = false;
+      return;
+    }
+    for (int64_t i = 1; i < 2 * rounds; i += 2) {
+      while (turn.load(std::memory_order_acquire) != i) {}
+      turn.store(i + 1, std::memory_order_release);
+    }
+  });
+  cpu_set_t before;
+  pthread_getaffinity_np(pthread_self(), sizeof(before), &before);
+  const bool here = pin(a);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < 2 * rounds && pinned; i += 2) {
+    turn.store(i + 1, std::memory_order_release);
+    while (turn.load(std::memory_order_acquire) != i + 2 && pinned) {}
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  peer.join();
+  pthread_setaffinity_np(pthread_self(), sizeof(before), &before);
+  TORCH_CHECK(here && pinned, "_core_to_core_latency_ns: cannot pin threads to CPUs ", a, " and ", b);
+  return seconds * 1e9 / static_cast<double>(2 * rounds);
 }
 
 // torch_simhpu.library's launch. Errors are raised after the call returns, so
@@ -131,7 +175,7 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& e : simhpu::stop_trace(mark)) {
       out.append(py::make_tuple(e.kernel, e.op, e.file ? py::object(py::str(e.file)) : py::object(py::none()),
                                 e.line, static_cast<int>(e.device), static_cast<int64_t>(e.stream),
-                                e.queued_ns, e.start_ns, e.end_ns, e.correlation));
+                                e.queued_ns, e.start_ns, e.end_ns, e.correlation, e.by_host));
     }
     return out;
   });
@@ -155,6 +199,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep_on_device", &simhpu::_sleep_on_device);
   m.def("_report_worker_state", &simhpu::_report_worker_state);
   m.def("_time_empty_launches", &simhpu::_time_empty_launches);
+  m.def("_core_to_core_latency_ns", &simhpu::_core_to_core_latency_ns);
   m.def("_results_placed", &simhpu::results_placed);
   m.def("_result_placement_available", &simhpu::result_placement_available);
   m.def("_launch_user_kernel", &simhpu::_launch_user_kernel);

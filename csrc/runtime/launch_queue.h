@@ -6,6 +6,7 @@
 #include <c10/core/Stream.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -25,11 +26,18 @@ bool on_launch_worker();
 
 // One stream: a ring of kQueueCapacity slots and a worker thread. Positions
 // only grow; position i is ring_[i % capacity]. Producers (under producer_mu_)
-// fill position tail_ and publish it by advancing tail_; the worker runs
-// positions up to tail_ and advances done_. Finished slots are cleared by the
-// producers, not the worker, so the storages they free go back to the
-// allocator on the thread that allocates: the two never contend for it, and
-// the worker does nothing but run kernels. Both sides poll before they sleep.
+// fill position tail_ and publish it by advancing tail_; the runner runs
+// positions up to tail_, in order, and advances done_. Finished slots are
+// cleared by the producers, not the runner, so the storages they free go back
+// to the allocator on the thread that allocates. Both sides poll before they sleep.
+//
+// The runner is whoever holds the runner token: the worker, or a host thread
+// waiting for the stream (synchronize, a full ring) that finds the worker not
+// running — asleep, descheduled by another process, or between records. That
+// host runs the records itself instead of waking the worker and waiting for it
+// to be scheduled: the wait it would spend idle becomes the work it waits for,
+// on its own core and OpenMP team. A launching thread that finds the worker
+// asleep and nothing queued runs a small kernel itself too, rather than wake it.
 class LaunchQueue {
  public:
   explicit LaunchQueue(c10::Stream stream) : stream_(stream), ring_(new LaunchRecord[kQueueCapacity]) {}
@@ -60,11 +68,24 @@ class LaunchQueue {
 
   void release_finished_locked();
 
-  // Waits (polling, then asleep) until the worker has finished position `target - 1`.
+  // Waits until position `target - 1` has run: runs records itself while the
+  // worker is not running them, otherwise polls, then sleeps.
   void wait_until_done(uint64_t target);
 
-  // The worker's side: returns the new tail once there is work past `head`.
-  uint64_t wait_for_work(uint64_t head);
+  // The host's side: if no one is running, runs the records up to `target`
+  // (no further than published) on this thread; false if the token was taken.
+  bool run_as_host(uint64_t target);
+
+  // The worker's side: returns once there is work and it holds the runner token;
+  // true if it found none at first (it was idle).
+  bool wait_for_work();
+
+  bool try_become_runner() { return !running_.load(std::memory_order_relaxed) && !running_.exchange(true, std::memory_order_acquire); }
+  // Gives the token back; wakes the worker if it sleeps while work remains.
+  void stop_running();
+
+  // Runs positions done_ .. end-1 (the caller holds the token).
+  void run_until(uint64_t end, bool after_idle);
 
   void work();
 
@@ -83,10 +104,14 @@ class LaunchQueue {
   // some is it worth asking the worker how far it got (reading done_ costs a
   // cache miss per launch; skipping it took empty launches from ~7.3 to ~9 M/s).
   uint64_t holding_ = 0;
+  // When a producer last launched while the worker slept (see publish).
+  std::chrono::steady_clock::time_point last_launch_to_sleeper_{};
   std::thread worker_;
 
   alignas(64) std::atomic<uint64_t> tail_{0};
+  // Both written by the runner only, so they share its cache line.
   alignas(64) std::atomic<uint64_t> done_{0};
+  std::atomic<bool> running_{false};  // the runner token
 
   alignas(64) std::mutex sleep_mu_;
   std::condition_variable work_ready_;  // the worker sleeps on it

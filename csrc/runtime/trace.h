@@ -23,6 +23,7 @@ struct TraceEntry {
   int64_t start_ns;
   int64_t end_ns;
   uint64_t correlation;  // the profiler's id of the host op that launched it; 0: none
+  bool by_host;  // run by a host thread waiting for the stream, not by the stream's worker
 };
 
 extern std::atomic<bool> tracing_enabled;

@@ -238,7 +238,7 @@ def test_device_of_a_pointer_is_the_device_owning_it():
 
 def test_kernels_run_under_a_fixed_aten_state():
     """Kernels that call ATen (the reference path) never record autograd, whatever the worker's defaults."""
-    state = torch.ones(3, dtype=torch.int64, device="simhpu")
+    state = torch.ones(4, dtype=torch.int64, device="simhpu")
     with torch.enable_grad():
         torch_simhpu._C._report_worker_state(state)
-    assert state.tolist() == [0, 0, 0]  # grad mode, forward grad mode, autograd keys
+    assert state.tolist() == [0, 0, 0, 0]  # grad mode, forward grad mode, autograd keys, keys included
