@@ -1,9 +1,11 @@
 // Reductions for stub entries (exec: NAME): the iterator's output has stride 0
-// along the reduced dimensions, and the input the iterator's full shape. Each
+// along the reduced dimensions, and the input the iterator's full shape. Dense
+// floating inputs take sum_dims' vector loops (reduce_sum.h); otherwise each
 // output element is summed by one task, in a wider accumulator than the
 // element type (double for floating types, int64 for integers).
 #include "aten/stub_launch.h"
 #include "kernels/kernel_api.h"
+#include "kernels/reduce_sum.h"
 
 #include <ATen/AccumulateType.h>
 #include <ATen/Parallel.h>
@@ -53,6 +55,9 @@ void sum_loop(const DeviceTensor& out, const DeviceTensor& in) {
 
 // sum_stub's kernel: out = the sum of in over the dimensions out does not keep.
 void sum_over_iterator(IteratorOperands& operands) {
+  if (kernels::sum_over_zero_strides(operands.input(0), operands.output(0))) {
+    return;
+  }
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, operands.dtype(), "sum_over_iterator", [&] {
     sum_loop<scalar_t>(operands.output(0), operands.input(0));
   });

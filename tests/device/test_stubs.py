@@ -118,3 +118,22 @@ def test_the_sanitizer_sees_a_stub_launch_like_any_kernel():
         with race(["aten::abs.out", f"stream {s.stream_id}"]):
             y.add_(1)
     torch.simhpu.synchronize()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
+@pytest.mark.parametrize("dim", [(0, 1), (1,), (2,), (0, 2), (0, 1, 2), ()])
+def test_sums_over_dense_and_strided_inputs_match_the_cpu(dtype, layout, dim, tmp_path):
+    """sum_stub takes sum_dims' vector loops when the input is dense and the reduced
+    dimensions adjacent once ordered by stride (a bias gradient: dims (0, 1)), and
+    its general loop otherwise; both must give the CPU's sums."""
+    x = torch.randn(8, 64, 48, dtype=torch.float64).to(dtype)
+    if layout == "transposed":
+        x = x.transpose(0, 2)
+    elif layout == "sliced":
+        x = x[:, ::2, 1:]
+    d = x.to("simhpu")
+    kernels = kernels_run(lambda: torch.sum(d, dim), tmp_path)
+    assert "sum_stub" in kernels
+    expected = torch.sum(x.double(), dim).to(dtype)
+    torch.testing.assert_close(torch.sum(d, dim).cpu(), expected, atol=1e-3 * x.shape.numel() ** 0.5, rtol=1e-2)
