@@ -26,12 +26,6 @@ namespace {
 constexpr auto kWorkerSpin = std::chrono::microseconds(50);
 constexpr auto kHostSpin = std::chrono::microseconds(20);
 
-// How many records the worker runs per turn with the runner token: one, so a
-// host waiting for the stream can take over whenever the worker is not inside
-// a kernel (another process's thread took its core between two records, say).
-// Taking the token costs the worker one atomic exchange on a line it owns.
-constexpr uint64_t kWorkerTurn = 1;
-
 // How many slots a producer that finds the ring full waits to have cleared.
 constexpr uint64_t kRoomPerWait = 64;
 
@@ -133,6 +127,7 @@ void LaunchQueue::publish(const LaunchRecord& record) {
     ++holding_;
   }
   const uint64_t position = tail_.load(std::memory_order_relaxed);
+  ring_[position % kQueueCapacity].published.store(position + 1, std::memory_order_release);
   tail_.store(position + 1, std::memory_order_release);
   // Either the worker sees the new tail before it sleeps, or this sees it
   // asleep and wakes it (see light_fence).
@@ -154,12 +149,12 @@ void LaunchQueue::publish(const LaunchRecord& record) {
       work_ready_.notify_one();
     }
   }
-  producer_mu_.unlock();
+  producer_lock_.unlock();
 }
 
 void LaunchQueue::abandon(LaunchRecord& record) {
   record.clear();
-  producer_mu_.unlock();
+  producer_lock_.unlock();
 }
 
 void LaunchQueue::drain() {
@@ -185,14 +180,12 @@ bool LaunchQueue::idle() const {
 void LaunchQueue::release_finished() {
   lock_producers();
   release_finished_locked();
-  producer_mu_.unlock();
+  producer_lock_.unlock();
 }
 
 void LaunchQueue::lock_producers() {
-  if (!producer_mu_.try_lock()) {
-    GilRelease no_gil;  // the holder may need the GIL to finish
-    producer_mu_.lock();
-  }
+  std::optional<GilRelease> no_gil;
+  producer_lock_.lock([&] { no_gil.emplace(); });  // the holder may need the GIL to finish
 }
 
 void LaunchQueue::release_finished_locked() {
@@ -269,10 +262,9 @@ void LaunchQueue::run_until(uint64_t end, bool after_idle) {
 }
 
 bool LaunchQueue::wait_for_work() {
-  const bool idle = tail_.load(std::memory_order_acquire) == done_.load(std::memory_order_relaxed);
+  const bool idle = !published(done_.load(std::memory_order_relaxed));
   const auto has_work = [&] {
-    return tail_.load(std::memory_order_acquire) != done_.load(std::memory_order_acquire) &&
-        !running_.load(std::memory_order_relaxed);
+    return published(done_.load(std::memory_order_acquire)) && !running_.load(std::memory_order_relaxed);
   };
   for (;;) {
     if (!spin_until(has_work, kWorkerSpin)) {
@@ -299,9 +291,12 @@ void LaunchQueue::work() {
   const KernelThreadState kernel_state;
   for (;;) {
     const bool after_idle = wait_for_work();
-    // A turn: at most kWorkerTurn records of what is published, then the token goes back.
+    // A turn: one record, then the token goes back. (A host may have run the
+    // rest between the worker's look and its taking the token.)
     const uint64_t done = done_.load(std::memory_order_relaxed);
-    run_until(std::min(tail_.load(std::memory_order_acquire), done + kWorkerTurn), after_idle);
+    if (published(done)) {
+      run_until(done + 1, after_idle);
+    }
     stop_running();
   }
 }

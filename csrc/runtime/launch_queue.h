@@ -2,6 +2,7 @@
 // One stream's in-order queue: a ring of launch records and the worker thread
 // that runs them (internal to the runtime; see streams.h for the API).
 #include "runtime/launch_record.h"
+#include "runtime/producer_lock.h"
 
 #include <c10/core/Stream.h>
 
@@ -25,7 +26,7 @@ constexpr size_t kQueueCapacity = 1024;
 bool on_launch_worker();
 
 // One stream: a ring of kQueueCapacity slots and a worker thread. Positions
-// only grow; position i is ring_[i % capacity]. Producers (under producer_mu_)
+// only grow; position i is ring_[i % capacity]. Producers (under producer_lock_)
 // fill position tail_ and publish it by advancing tail_; the runner runs
 // positions up to tail_, in order, and advances done_. Finished slots are
 // cleared by the producers, not the runner, so the storages they free go back
@@ -36,7 +37,10 @@ bool on_launch_worker();
 // running — asleep, descheduled by another process, or between records. That
 // host runs the records itself instead of waking the worker and waiting for it
 // to be scheduled: the wait it would spend idle becomes the work it waits for,
-// on its own core and OpenMP team. A launching thread that finds the worker
+// on its own core and OpenMP team. The worker takes the token for one record
+// at a time, so a waiting host can take over whenever the worker is not inside
+// a kernel (another process's thread took its core between two records, say);
+// the token is on a line the worker owns. A launching thread that finds the worker
 // asleep and nothing queued runs a small kernel itself too, rather than wake it.
 class LaunchQueue {
  public:
@@ -84,6 +88,10 @@ class LaunchQueue {
   // Gives the token back; wakes the worker if it sleeps while work remains.
   void stop_running();
 
+  bool published(uint64_t position) const {
+    return ring_[position % kQueueCapacity].published.load(std::memory_order_acquire) == position + 1;
+  }
+
   // Runs positions done_ .. end-1 (the caller holds the token).
   void run_until(uint64_t end, bool after_idle);
 
@@ -98,8 +106,8 @@ class LaunchQueue {
   // Each group on cache lines of its own, so one side's writes do not evict
   // what the other side reads: producers own the first group and tail_, the
   // worker owns done_; the sleep state is read by both but rarely written.
-  alignas(64) std::mutex producer_mu_;
-  uint64_t released_ = 0;  // positions before this are cleared (under producer_mu_)
+  alignas(64) ProducerLock producer_lock_;
+  uint64_t released_ = 0;  // positions before this are cleared (under producer_lock_)
   // Published slots not yet cleared that hold references: only while there are
   // some is it worth asking the worker how far it got (reading done_ costs a
   // cache miss per launch; skipping it took empty launches from ~7.3 to ~9 M/s).

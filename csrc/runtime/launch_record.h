@@ -8,6 +8,7 @@
 #include <c10/core/Storage.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -37,6 +38,10 @@ struct alignas(64) LaunchRecord {
   enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent };
   // What every launch reads and writes comes first, on as few cache lines as
   // possible: a slot moves between the launching core and the worker's.
+  // In a stream's ring: position + 1 once the slot holding `position` is
+  // published. The worker polls this, on the line it reads anyway, rather than
+  // the queue's tail, whose line would cross between the cores on every launch.
+  std::atomic<uint64_t> published{0};
   Kind kind = Kind::Kernel;
   const KernelDef* kernel = nullptr;
   const char* op_name = "";
