@@ -233,13 +233,16 @@ core_library = CppExtension(
                      "-Wl,-Bsymbolic-functions", "-Wl,-soname,libtorch_simhpu.so"],
 )
 
-# torch_simhpu._C: the Python module, linked against the library beside it.
+# torch_simhpu._C: the Python module, linked against the library beside it. Its
+# symbols are hidden, as pybind11 asks of modules (it exports PyInit__C alone):
+# pybind11's own types are hidden, and a binding of a visible class
+# (ProcessGroupSimHPU) would otherwise warn of the mismatch on every build.
 python_module = CppExtension(
     name="torch_simhpu._C",
     sources=_handwritten_sources(python=True),
     include_dirs=INCLUDE_DIRS,
     libraries=["torch_simhpu"],
-    extra_compile_args=COMPILE_FLAGS,
+    extra_compile_args=COMPILE_FLAGS + ["-fvisibility=hidden"],
     extra_link_args=["-fopenmp", "-Wl,-rpath,$ORIGIN/lib",
                      f"-Wl,--version-script={os.path.join(ROOT, 'csrc', 'python', 'exports.map')}"],
 )
@@ -258,7 +261,8 @@ setup(
     cmdclass={"build_py": BuildPyWithCodegen, "build_ext": BuildExtWithCodegen.with_options(use_ninja=True),
               "bdist_wheel": torch_simhpu_packaging.keeping_one_wheel(torch_simhpu_packaging.default_bdist_wheel())},
     # jinja2 and pyyaml: torch_simhpu.codegen, run when an operator package with YAML builds.
-    install_requires=["torch==2.13.0", "jinja2>=3.1", "pyyaml>=6.0"],
+    # numpy: torch's CPU wheel warns at every import without it ("Failed to initialize NumPy").
+    install_requires=["torch==2.13.0", "jinja2>=3.1", "pyyaml>=6.0", "numpy"],
     # `import torch` loads the device (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0), before
     # any backward can size the autograd engine's device threads without it.
     entry_points={"torch.backends": ["torch_simhpu = torch_simhpu:_autoload"],

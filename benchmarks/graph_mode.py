@@ -114,7 +114,7 @@ def rows(Row, torch):
     ours = compiled_gpt2_step("simhpu")
     print(f"compiled GPT-2 losses, first step / step 55: CPU {cpu[3]:.6f} / {cpu[4]:.6f}, "
           f"simhpu {ours[3]:.6f} / {ours[4]:.6f}")
-    result.append(Row("tiny GPT-2 training step, torch.compile", "ms", cpu[0] * 1e3, ours[0] * 1e3, "ratio <= 1.0"))
+    result.append(Row("tiny GPT-2 training step, torch.compile", "ms", cpu[0] * 1e3, ours[0] * 1e3, "ratio <= 0.85"))
     result.append(Row("compile time of that step (first call)", "s", cpu[1], ours[1], "ratio <= 1.2"))
     result.append(Row("launch records per compiled forward call", "count", math.nan, ours[2], "value <= 1"))
     # The device's worker runs kernels with an OpenMP team of its own besides the

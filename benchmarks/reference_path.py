@@ -98,7 +98,7 @@ def rows(Row, best_pair, torch):
     result.append(Row("small CNN + BatchNorm eager training step (batch 32, 32x32)", "ms", cpu * 1e3, ours * 1e3,
                       "ratio <= 0.9"))
     cpu, ours, waits, detail = eager_step_seconds("gpt2")
-    result.append(Row("tiny GPT-2 training step (2x128, batch 8x64)", "ms", cpu * 1e3, ours * 1e3, "ratio <= 1.0"))
+    result.append(Row("tiny GPT-2 training step (2x128, batch 8x64)", "ms", cpu * 1e3, ours * 1e3, "ratio <= 0.9"))
     result.append(Row("host synchronisations in that step", "count", math.nan, waits, "value <= 0"))
     if waits:
         print("synchronising ops in the GPT-2 step:", detail)

@@ -1,5 +1,6 @@
 """The installed wheel, not the source tree, is what the tests exercise."""
 import os
+import re
 import subprocess
 import sys
 
@@ -54,6 +55,15 @@ def test_installed_version_is_the_hash_of_this_tree():
     installed = importlib.metadata.version("torch_simhpu")
     assert installed.startswith(release + "+g")
     assert installed == torch_simhpu_packaging.backend_version(REPOSITORY, release)
+
+
+def test_the_wheel_requires_what_an_import_needs():
+    """`pip install` of the wheel alone brings numpy: without it, importing torch warns
+    "Failed to initialize NumPy" and tensors have no .numpy() (issue 28, item 5)."""
+    import importlib.metadata
+
+    required = {re.split(r"[=<>!~ ;\[]", r, maxsplit=1)[0].lower() for r in importlib.metadata.requires("torch_simhpu")}
+    assert {"torch", "numpy", "jinja2", "pyyaml"} <= required
 
 
 PACKAGE_SETUP = """
