@@ -7,6 +7,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_api.h"
 
+#include <ATen/AccumulateType.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -172,10 +173,23 @@ void sum_middle(const scalar_t* in, scalar_t* out, int64_t outer, int64_t reduce
   }
 }
 
-// out[o, j] = sum over r of in[o, r, j], dense both, in the compute type.
+// out[o, j] = sum over r of in[o, r, j], dense both, accumulated in the
+// compute type (opmath: float for float) or, `wide`, in ATen's accumulate type
+// (double for float).
 void sum_outer_reduced_inner(const DeviceTensor& self, const DeviceTensor& out, int64_t outer, int64_t middle,
-                             int64_t inner) {
+                             int64_t inner, bool wide) {
   SIMHPU_DISPATCH_FLOATING(self.dtype, "sum_dims", [&] {
+    if (wide) {
+      using acc_t = at::acc_type<scalar_t, /*is_cuda=*/false>;
+      const scalar_t* in = self.data_as<const scalar_t>();
+      scalar_t* o = out.data_as<scalar_t>();
+      if (inner == 1) {
+        sum_inner<scalar_t, acc_t>(in, o, outer, middle);
+      } else {
+        sum_middle<scalar_t, acc_t>(in, o, outer, middle, inner);
+      }
+      return;
+    }
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* in = self.data_as<const scalar_t>();
     scalar_t* o = out.data_as<scalar_t>();
@@ -218,7 +232,7 @@ bool sum_over_zero_strides(const DeviceTensor& in, const DeviceTensor& out) {
     if (stage == 2 && reduced) return false;  // reduced dimensions not adjacent
     (stage == 0 ? outer : stage == 1 ? middle : inner) *= in.sizes[d];
   }
-  sum_outer_reduced_inner(in, out, outer, middle, inner);
+  sum_outer_reduced_inner(in, out, outer, middle, inner, /*wide=*/true);
   return true;
 }
 
@@ -244,7 +258,7 @@ void sum_dims(const DeviceTensor& self, c10::IntArrayRef dim, bool keepdim, cons
     for (int64_t d = 0; d < dims; ++d) {
       (d < lo ? outer : d < hi ? middle : inner) *= self.sizes[d];
     }
-    sum_outer_reduced_inner(self, out, outer, middle, inner);
+    sum_outer_reduced_inner(self, out, outer, middle, inner, /*wide=*/false);
     return;
   }
 

@@ -7,9 +7,9 @@
 #include "runtime/spin.h"
 #include "runtime/trace.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
-#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <pthread.h>
@@ -34,8 +34,9 @@ thread_local bool is_stream_worker = false;
 
 // The state kernels run under, whichever thread runs them: no autograd
 // recording, forward or reverse; none of the dispatch keys a launching thread
-// may have included or excluded (a Python dispatch mode, autocast); "on a worker" for the
-// runtime's own checks (a kernel that allocates must not wait for its queue).
+// may have included or excluded (a Python dispatch mode, autocast); "on a
+// worker" for the runtime's own checks (a kernel that allocates must not wait
+// for its queue).
 class KernelThreadState {
  public:
   KernelThreadState()
@@ -129,8 +130,8 @@ void LaunchQueue::publish(const LaunchRecord& record) {
   const uint64_t position = tail_.load(std::memory_order_relaxed);
   ring_[position % kQueueCapacity].published.store(position + 1, std::memory_order_release);
   tail_.store(position + 1, std::memory_order_release);
-  // Either the worker sees the new tail before it sleeps, or this sees it
-  // asleep and wakes it (see light_fence).
+  // Either the worker sees the slot published before it sleeps, or this sees
+  // it asleep and wakes it (see light_fence).
   light_fence();
   if (worker_asleep_.load(std::memory_order_relaxed)) {
     // Waking it costs this thread a system call and the worker tens of
