@@ -173,30 +173,27 @@ void sum_middle(const scalar_t* in, scalar_t* out, int64_t outer, int64_t reduce
   }
 }
 
-// out[o, j] = sum over r of in[o, r, j], dense both, accumulated in the
-// compute type (opmath: float for float) or, `wide`, in ATen's accumulate type
-// (double for float).
+// out[o, j] = sum over r of in[o, r, j], dense both.
+template <typename scalar_t, typename acc_t>
+void sum_dense(const DeviceTensor& self, const DeviceTensor& out, int64_t outer, int64_t middle, int64_t inner) {
+  const scalar_t* in = self.data_as<const scalar_t>();
+  scalar_t* o = out.data_as<scalar_t>();
+  if (inner == 1) {
+    sum_inner<scalar_t, acc_t>(in, o, outer, middle);
+  } else {
+    sum_middle<scalar_t, acc_t>(in, o, outer, middle, inner);
+  }
+}
+
+// The same, accumulated in the compute type (opmath: float for float) or,
+// `wide`, in ATen's accumulate type (double for float).
 void sum_outer_reduced_inner(const DeviceTensor& self, const DeviceTensor& out, int64_t outer, int64_t middle,
                              int64_t inner, bool wide) {
   SIMHPU_DISPATCH_FLOATING(self.dtype, "sum_dims", [&] {
     if (wide) {
-      using acc_t = at::acc_type<scalar_t, /*is_cuda=*/false>;
-      const scalar_t* in = self.data_as<const scalar_t>();
-      scalar_t* o = out.data_as<scalar_t>();
-      if (inner == 1) {
-        sum_inner<scalar_t, acc_t>(in, o, outer, middle);
-      } else {
-        sum_middle<scalar_t, acc_t>(in, o, outer, middle, inner);
-      }
-      return;
-    }
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* in = self.data_as<const scalar_t>();
-    scalar_t* o = out.data_as<scalar_t>();
-    if (inner == 1) {
-      sum_inner<scalar_t, acc_t>(in, o, outer, middle);
+      sum_dense<scalar_t, at::acc_type<scalar_t, /*is_cuda=*/false>>(self, out, outer, middle, inner);
     } else {
-      sum_middle<scalar_t, acc_t>(in, o, outer, middle, inner);
+      sum_dense<scalar_t, at::opmath_type<scalar_t>>(self, out, outer, middle, inner);
     }
   });
 }
