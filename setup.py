@@ -3,12 +3,12 @@
     python setup.py bdist_wheel      # dist/torch_simhpu-*.whl
 """
 import glob
-import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import warnings
 
 # An installed torch_simhpu is loaded by `import torch` (its torch.backends entry
 # point); here, in the source tree, that would import the unbuilt package instead.
@@ -23,6 +23,13 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)  # pip runs this file with another working folder on sys.path
 
 import torch_simhpu_packaging  # noqa: E402
+from build_tools import ninja_output, precompiled_headers  # noqa: E402
+
+ninja_output.install(ROOT)  # one line per translation unit (SIMHPU_VERBOSE_BUILD=1: the commands)
+# bdist_wheel stages the wheel with setuptools' `install` command, which then
+# warns, in an 18-line box, that running `setup.py install` is deprecated:
+# advice about a command nobody typed.
+warnings.filterwarnings("ignore", message="setup.py install is deprecated")
 
 GENERATED = os.path.join("build", "generated")
 CORE_LIBRARY = "torch_simhpu.lib.libtorch_simhpu"
@@ -122,22 +129,35 @@ class BuildExtWithCodegen(BuildExtension):
 
     def build_extension(self, ext):
         # torch's BuildExtension has replaced compiler.compile with its ninja
-        # driver by now; wrap it so every translation unit gets the
-        # precompiled torch headers, built first with the very same flags.
+        # driver by now; wrap it so every translation unit gets the smallest
+        # tier of precompiled torch headers that covers it (build_tools/).
         ninja_compile = self.compiler.compile
 
         def compile_with_pch(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
                              extra_preargs=None, extra_postargs=None, depends=None):
-            header = precompile_torch_headers(self.compiler, output_dir, macros, include_dirs, debug,
-                                              extra_preargs, extra_postargs, depends)
-            if header is not None:
-                use_pch = ["-include", header]
-                if isinstance(extra_postargs, dict):
-                    extra_postargs = {**extra_postargs, "cxx": extra_postargs["cxx"] + use_pch}
-                else:
-                    extra_postargs = list(extra_postargs) + use_pch
-            return ninja_compile(sources, output_dir, macros, include_dirs, debug, extra_preargs, extra_postargs,
-                                 depends)
+            tiers = precompiled_header_tiers(self.compiler, output_dir, macros, include_dirs, debug,
+                                             extra_preargs, extra_postargs, depends)
+            by_tier = precompiled_headers.assign_tiers(sources, INCLUDE_DIRS, tiers)
+            for name in precompiled_headers.TIERS:
+                if by_tier[name]:
+                    tiers[name].start()
+            # Each tier compiles in a folder (and a ninja file) of its own; the
+            # units without torch headers compile while the headers build.
+            objects = []
+            for name, tier_sources in by_tier.items():
+                if not tier_sources:
+                    continue
+                postargs = extra_postargs
+                header = tiers[name].finish() if name in tiers else None
+                if header is not None:
+                    use_pch = ["-include", header]
+                    if isinstance(postargs, dict):
+                        postargs = {**postargs, "cxx": postargs["cxx"] + use_pch}
+                    else:
+                        postargs = list(postargs) + use_pch
+                objects += ninja_compile(tier_sources, os.path.join(output_dir, f"pch-{name}"), macros,
+                                         include_dirs, debug, extra_preargs, postargs, depends)
+            return objects
 
         if ext.name != CORE_LIBRARY:  # link against the library built just before
             ext.library_dirs = [os.path.dirname(self.get_ext_fullpath(CORE_LIBRARY)), *ext.library_dirs]
@@ -148,13 +168,9 @@ class BuildExtWithCodegen(BuildExtension):
             self.compiler.compile = ninja_compile
 
 
-PCH_SOURCE = os.path.join("csrc", "pch", "torch_headers.h")
-
-
-def precompile_torch_headers(compiler, output_dir, macros, include_dirs, debug, extra_preargs, extra_postargs,
-                             depends):
-    """Builds torch_headers.h.gch beside a copy of the header, with the flags torch's
-    ninja driver gives every source; returns the header to -include (None: no PCH)."""
+def precompiled_header_tiers(compiler, output_dir, macros, include_dirs, debug, extra_preargs, extra_postargs,
+                             depends) -> dict:
+    """The tiers' headers, with the flags torch's ninja driver gives every source."""
     _, _, postargs, pp_opts, _ = compiler._setup_compile(output_dir, macros, include_dirs, [], depends,
                                                          extra_postargs)
     post_cflags = postargs["cxx"] if isinstance(postargs, dict) else list(postargs)
@@ -164,27 +180,7 @@ def precompile_torch_headers(compiler, output_dir, macros, include_dirs, debug, 
     if not any(flag.startswith("-std=") for flag in cflags + post_cflags):
         post_cflags.append("-std=c++20")  # what torch's ninja writer adds to every source
     compiler_name = os.environ.get("CXX", "c++")  # the compiler torch's ninja file names (it reads CXX too)
-    text = open(os.path.join(ROOT, PCH_SOURCE)).read()
-    key = [text, torch.__version__, compiler_name, *cflags, *post_cflags]
-    stamp = hashlib.sha256("\n".join(key).encode()).hexdigest()
-    # One folder per set of flags: the library and the module differ (Kineto's
-    # include folder), and sharing one would rebuild both headers every build.
-    pch_dir = os.path.join(os.path.abspath(output_dir), "pch", stamp[:16])
-    header = os.path.join(pch_dir, "torch_headers.h")
-    command = [compiler_name, *cflags, "-x", "c++-header", header, "-o", header + ".gch", *post_cflags]
-    stamp_file = header + ".stamp"
-    if os.path.exists(header + ".gch") and os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
-        return header  # unchanged: keep its timestamp, so ninja recompiles nothing for it
-    os.makedirs(pch_dir, exist_ok=True)
-    with open(header, "w") as f:
-        f.write(text)
-    print("precompiling torch headers:", " ".join(command), flush=True)
-    if subprocess.run(command).returncode != 0:
-        print("warning: precompiled header failed; compiling without it", flush=True)
-        return None
-    with open(stamp_file, "w") as f:
-        f.write(stamp)
-    return header
+    return precompiled_headers.make_tiers(ROOT, output_dir, compiler_name, cflags, post_cflags, torch.__version__)
 
 
 def _generated_sources(python: bool):
@@ -214,7 +210,8 @@ def _handwritten_sources(python: bool):
 # libraries compile with the same flags and share one precompiled header).
 COMPILE_FLAGS = ["-O2", "-g0", "-fopenmp", "-fno-trapping-math", "-Winvalid-pch", "-Wno-sign-compare",
                  "-fno-semantic-interposition"]
-INCLUDE_DIRS = [os.path.join(ROOT, "csrc"), os.path.join(ROOT, GENERATED, "include")]
+# A tuple: CppExtension appends torch's include folders to the list it is given.
+INCLUDE_DIRS = (os.path.join(ROOT, "csrc"), os.path.join(ROOT, GENERATED, "include"))
 
 # libtorch_simhpu.so: the device runtime, the ATen glue, the kernels and the
 # generated operators; what out-of-tree operator packages link against. Its
@@ -227,7 +224,7 @@ KINETO_INCLUDE = os.path.join(os.path.dirname(torch.__file__), "include", "kinet
 core_library = CppExtension(
     name=CORE_LIBRARY,
     sources=_handwritten_sources(python=False),
-    include_dirs=INCLUDE_DIRS + [KINETO_INCLUDE],
+    include_dirs=[*INCLUDE_DIRS, KINETO_INCLUDE],
     extra_compile_args=COMPILE_FLAGS,
     extra_link_args=["-fopenmp", f"-Wl,--version-script={os.path.join(ROOT, 'csrc', 'exports.map')}",
                      "-Wl,-Bsymbolic-functions", "-Wl,-soname,libtorch_simhpu.so"],
@@ -240,7 +237,7 @@ core_library = CppExtension(
 python_module = CppExtension(
     name="torch_simhpu._C",
     sources=_handwritten_sources(python=True),
-    include_dirs=INCLUDE_DIRS,
+    include_dirs=list(INCLUDE_DIRS),
     libraries=["torch_simhpu"],
     extra_compile_args=COMPILE_FLAGS + ["-fvisibility=hidden"],
     extra_link_args=["-fopenmp", "-Wl,-rpath,$ORIGIN/lib",

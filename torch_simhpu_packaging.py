@@ -56,8 +56,8 @@ def _source_files(root: str, paths: list[str]):
 
 
 # What torch_simhpu's own wheel is built from (setup.py): its label is their hash.
-BACKEND_SOURCES = ["csrc", "op_plugin", "codegen", "torch_simhpu", "op_plugin_functions.yaml", "derivatives.yaml",
-                   "setup.py", "pyproject.toml", "torch_simhpu_packaging.py"]
+BACKEND_SOURCES = ["csrc", "op_plugin", "codegen", "build_tools", "torch_simhpu", "op_plugin_functions.yaml",
+                   "derivatives.yaml", "setup.py", "pyproject.toml", "torch_simhpu_packaging.py"]
 
 
 def backend_version(root: str, release: str) -> str:

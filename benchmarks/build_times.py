@@ -32,8 +32,9 @@ def build(tree: str) -> tuple[float, list[str]]:
     elapsed = time.perf_counter() - start
     if out.returncode != 0:
         raise RuntimeError(out.stdout[-3000:] + out.stderr[-3000:])
-    compiled = re.findall(r"\[\d+/\d+\] c\+\+ .* -c (\S+\.cpp)", out.stdout + out.stderr)
-    return elapsed, [os.path.relpath(p, tree) for p in compiled]
+    # "[3/47] compiling csrc/x.cpp" (setup.py's quiet ninja output), or the command itself (verbose).
+    compiled = re.findall(r"\[\d+/\d+\] (?:compiling |c\+\+ .* -c )(\S+\.cpp)", out.stdout + out.stderr)
+    return elapsed, [os.path.relpath(p, tree) if os.path.isabs(p) else p for p in compiled]
 
 
 def remove(tree: str) -> None:
@@ -65,6 +66,10 @@ def main():
         rows.append(("rebuild after editing npu_swish's dtypes", *build(tree)))
         edit(tree, "doc: Swish activation", "doc: The swish activation")
         rows.append(("rebuild after editing npu_swish's doc", *build(tree)))
+        # README's "Add your own op", by the scaffold: a kernel file, an entry and its backward.
+        subprocess.run([sys.executable, "-m", "codegen", "new-op", "npu_bench_added"], cwd=tree, check=True,
+                       capture_output=True)
+        rows.append(("rebuild after adding an op (codegen new-op)", *build(tree)))
         print(f"{'build':45} {'seconds':>8}  translation units compiled")
         for name, seconds, units in rows:
             shown = ", ".join(units) if len(units) <= 3 else f"{len(units)} units"

@@ -67,6 +67,7 @@ def _output_differentiability(entry, op, bad):
 class Derivative:
     info: object  # torchgen's DifferentiabilityInfo
     aten_calls: frozenset[str]  # aten ops the formulas call
+    npu_calls: frozenset[str] = frozenset()  # and the project's own operators (their C++ API)
 
 
 def load_derivatives(path: str, project: Project, problems: Problems, root: str,
@@ -136,6 +137,7 @@ def load_derivatives(path: str, project: Project, problems: Problems, root: str,
         errors_before = len(problems.items)
         formulas = {}
         calls: set[str] = set()
+        npu_calls: set[str] = set()
         scope = Scope(frozenset(formula_values(op)), npu_ops, helpers)
         for key in entry:
             if key in SPECIAL_KEYS - {"result"}:
@@ -160,6 +162,7 @@ def load_derivatives(path: str, project: Project, problems: Problems, root: str,
                     "calling npu_* operators, aten operators or helpers from csrc/autograd/formulas.h")
                 continue
             calls |= parsed.aten_calls
+            npu_calls |= parsed.npu_calls
             formulas[key] = parsed.cpp
         differentiability = _output_differentiability(entry, op, bad)
         attached.add(op.name)
@@ -170,7 +173,7 @@ def load_derivatives(path: str, project: Project, problems: Problems, root: str,
             if differentiability is not None:
                 defn["output_differentiability"] = differentiability
             _, per_key = create_differentiability_info(defn, by_signature, by_schema, op_counter, set())
-            found[op.name] = Derivative(per_key["Default"], frozenset(calls))
+            found[op.name] = Derivative(per_key["Default"], frozenset(calls), frozenset(npu_calls))
         except Exception as e:  # torchgen reports formula problems as exceptions
             # torchgen appends where it read the function; that is our own temporary list.
             reason = str(e).split("\n  in native_functions.yaml")[0]

@@ -94,6 +94,12 @@ def render(project: Project) -> dict[str, str]:
     return {path: wrap_cpp(text) if path.endswith((".cpp", ".h")) else text for path, text in files.items()}
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it
+    os.umask(mask)
+    return mask
+
+
 def write_file(path: str, content: str) -> bool:
     """Write `path` atomically if its content differs; True if it changed. A
     temporary file of its own per call, so concurrent runs never share one."""
@@ -108,6 +114,8 @@ def write_file(path: str, content: str) -> bool:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(content)
+        # mkstemp creates 0600; a generated file is as readable as any file written here.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

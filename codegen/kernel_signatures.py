@@ -3,8 +3,8 @@ definitions, so `exec:` arguments of the wrong number or kind are reported
 with the YAML's file:line instead of failing when the kernel is first launched.
 
 A kernel is `void NAME(PARAMETERS) {` followed, somewhere later in its file,
-by SIMHPU_KERNEL(NAME). A parameter type this module does not know is not
-checked (the launch still checks it at run time).
+by SIMHPU_KERNEL(NAME). A parameter of a type no argument is ever passed as
+(one ACCEPTS does not list) is reported too: it could never be launched.
 """
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import os
 import re
 from functools import lru_cache
 
+from .rules import DTYPES
+
 # A kernel parameter's type (without const, & and spaces) -> the schema types
 # an argument passed to it may have. The one statement of this relation: codegen
-# checks entries with it, and renders it into generated/kernel_signatures.h for
+# checks entries with it, and renders it into generated/kernel_signatures/ for
 # the compiler's check of the same entries.
 ACCEPTS = {
     "DeviceTensor": {"Tensor"},
@@ -66,6 +68,65 @@ def _definitions(path: str, mtime_ns: int) -> dict[str, list[tuple[str, str]]]:
     return found
 
 
+FLOATING = ("float32", "float64")
+INTEGRAL = ("uint8", "int8", "int16", "int32", "int64")
+# The dtypes each dtype-dispatch macro instantiates its body for; the _AND,
+# _AND2, ... forms add the dtypes they name first.
+DISPATCH_MACROS = {
+    "SIMHPU_DISPATCH_FLOATING": (*FLOATING, "float16", "bfloat16"),
+    "AT_DISPATCH_FLOATING_TYPES": FLOATING,
+    "AT_DISPATCH_FLOATING_TYPES_AND_HALF": (*FLOATING, "float16"),
+    "AT_DISPATCH_INTEGRAL_TYPES": INTEGRAL,
+    "AT_DISPATCH_ALL_TYPES": (*FLOATING, *INTEGRAL),
+}
+# at::kHalf, c10::kHalf, kHalf and at::ScalarType::Half -> float16, ...
+SCALAR_TYPE_NAMES = {enum.split("::k")[-1]: name for name, (enum, _, _) in DTYPES.items()}
+
+
+def _body(code: str, start: int) -> str:
+    """The braced block that opens at code[start]."""
+    depth = 0
+    for i in range(start, len(code)):
+        depth += {"{": 1, "}": -1}.get(code[i], 0)
+        if depth == 0:
+            return code[start:i + 1]
+    return code[start:]
+
+
+def _scalar_type(token: str) -> str | None:
+    name = token.strip().split("::")[-1]
+    return SCALAR_TYPE_NAMES.get(name[1:] if name.startswith("k") else name)
+
+
+@lru_cache(maxsize=64)
+def _dispatches(path: str, mtime_ns: int) -> dict[str, frozenset[str] | None]:
+    with open(path) as f:
+        code = re.sub(r"//[^\n]*", "", f.read())
+    found = {}
+    for match in re.finditer(r"\bvoid\s+(\w+)\s*\([^)]*\)\s*\{", code):
+        dtypes: set[str] = set()
+        for call in re.finditer(r"\b((?:AT|SIMHPU)_DISPATCH_\w+)\s*\(([^()]*)", _body(code, match.end() - 1)):
+            macro, args = call.group(1), call.group(2).split(",")
+            base = re.sub(r"_AND\d?$", "", macro)
+            count = int(macro[-1]) if re.search(r"_AND\d$", macro) else 1 if macro.endswith("_AND") else 0
+            added = [_scalar_type(a) for a in args[:count]]
+            if base not in DISPATCH_MACROS or None in added or len(added) < count:
+                dtypes = None  # a macro (or a dtype) this reader does not know
+                break
+            dtypes |= {*DISPATCH_MACROS[base], *added}
+        found[match.group(1)] = frozenset(dtypes) if dtypes else None
+    return found
+
+
+def dispatched_dtypes(kernel: str, path: str) -> frozenset[str] | None:
+    """The dtypes the kernel's dispatch macros instantiate it for (their union);
+    None when it dispatches with no macro, or one this reader does not know."""
+    try:
+        return _dispatches(path, os.stat(path).st_mtime_ns).get(kernel)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def kernel_parameters(kernel: str, path: str) -> list[tuple[str, str]] | None:
     """[(C++ type as ACCEPTS spells it, name)] of the kernel's definition in `path`, or None if not found."""
     try:
@@ -88,7 +149,27 @@ def mismatches(kernel: str, path: str, exec_args: list[str], arg_types: dict[str
     for (ctype, pname), arg in zip(params, exec_args):
         accepted = ACCEPTS.get(ctype)
         given = re.sub(r"\[\d+\]", "[]", arg_types.get(arg, "Tensor"))
-        if accepted is not None and given not in accepted:
+        if accepted is None:
+            # A launch record holds only the types ACCEPTS lists: any other
+            # parameter type cannot receive an argument (float for a schema
+            # float, whose value is a C++ double, is the usual slip).
+            problems.append(f"the kernel's parameter '{pname}' has type {ctype}, which no argument is "
+                            f"passed as; '{arg}' ({given}) needs {' or '.join(param_types_accepting(given))}")
+        elif given not in accepted:
             problems.append(f"'{arg}' ({given}) is passed to the kernel's parameter '{pname}', which takes "
                             f"{' or '.join(sorted(accepted))}")
     return problems
+
+
+def signature_header(kernel: str) -> str:
+    """The generated header that lets the compiler check `kernel` against its exec: entries."""
+    return f"generated/kernel_signatures/{kernel}.h"
+
+
+def includes_signature_header(kernel: str, path: str) -> bool:
+    try:
+        with open(path) as f:
+            code = f.read()
+    except (OSError, UnicodeDecodeError):
+        return True  # nothing to read: nothing to ask of it
+    return re.search(r'^\s*#\s*include\s*"' + re.escape(signature_header(kernel)) + '"', code, re.M) is not None

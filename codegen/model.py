@@ -82,6 +82,7 @@ class Operator:
     composite_cpp: str | None = None  # the composite expression rendered from its parse
     derivative: object = None  # torchgen DifferentiabilityInfo from derivatives.yaml
     aten_calls: frozenset[str] = frozenset()  # aten ops its formulas or composite expression call
+    npu_calls: frozenset[str] = frozenset()  # the project's operators they call (by C++ name)
 
     @property
     def name(self) -> str:
@@ -187,7 +188,7 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
             if kind == "official" and isinstance(entry, LineDict) and "stub" in entry:
                 stub_entries.append(entry)  # once every exec entry is known (see below)
                 continue
-            op = _load_entry(entry, entries.line_at(index), kind, file, kernels, op_plugins or {}, problems)
+            op = _load_entry(entry, entries.line_at(index), kind, file, kernels, op_plugins or {}, problems, root)
             if op is None:
                 if isinstance(entry, LineDict) and isinstance(entry.get("func"), str):
                     rejected.add(entry["func"].split("(")[0].strip())
@@ -238,21 +239,21 @@ def _check_deprecations(project: Project, problems: Problems) -> None:
 
 
 def _load_entry(entry, line: int, kind: str, file: str, kernels: dict[str, str], op_plugins: dict[str, str],
-                problems: Problems) -> Operator | None:
+                problems: Problems, root: str) -> Operator | None:
     if not isinstance(entry, LineDict):
         problems.add(file, line, f"({kind} entry)", "", f"expected a mapping with func, exec, out and dtypes, got "
                      f"{type(entry).__name__} {printable_label(entry)}",
                      "write the entry as '- func: ...' followed by its fields, indented under it")
         return None
-    return _EntryLoader(entry, kind, file, kernels, op_plugins, problems).load()
+    return _EntryLoader(entry, kind, file, kernels, op_plugins, problems, root).load()
 
 
 class _EntryLoader:
     """Reads one entry field by field, reporting every problem it finds."""
 
     def __init__(self, entry: LineDict, kind: str, file: str, kernels: dict[str, str], op_plugins: dict[str, str],
-                 problems: Problems):
-        self.entry, self.kind, self.file, self.problems = entry, kind, file, problems
+                 problems: Problems, root: str):
+        self.entry, self.kind, self.file, self.problems, self.root = entry, kind, file, problems, root
         self.kernels, self.op_plugins = kernels, op_plugins
         self.label = (printable_label(str(entry["func"]).split("(")[0].strip(), quote=False) if "func" in entry
                       else "(entry without func)")
@@ -294,6 +295,7 @@ class _EntryLoader:
         kernel, exec_args, elementwise = "", [], None
         if implementation == "exec":
             kernel, exec_args = self._exec()
+            self._dtypes_fit_kernel(kernel, dtypes)
         elif implementation == "elementwise":
             elementwise = self._elementwise()
             if elementwise is not None:
@@ -321,6 +323,19 @@ class _EntryLoader:
                         adapter=adapter, variants=variants, deprecated=deprecated,
                         composite_line=entry.line_of("composite"), reference=reference, samples=samples,
                         cost=cost)
+
+    def _dtypes_fit_kernel(self, kernel: str, dtypes: list[str]) -> None:
+        """A dtype the kernel's dispatch macro does not instantiate would build, then fail when called."""
+        if kernel not in self.kernels:
+            return
+        dispatched = kernel_signatures.dispatched_dtypes(kernel, self.kernels[kernel])
+        if dispatched is None:  # no dispatch macro this reader knows: nothing to compare
+            return
+        missing = [d for d in dtypes if d not in dispatched]
+        if missing:
+            self.bad("dtypes", f"kernel '{kernel}' dispatches on {', '.join(sorted(dispatched))}, not on "
+                               f"{', '.join(missing)}",
+                     f"remove {', '.join(missing)} from dtypes, or widen the kernel's dispatch macro")
 
     def _adapter(self) -> str | None:
         """The hand-written launch in op_plugin/ that `adapter:` names."""
@@ -498,6 +513,11 @@ class _EntryLoader:
         if ok and kernel in self.kernels:
             for message in kernel_signatures.mismatches(kernel, self.kernels[kernel], exec_args, self.arg_types):
                 self.bad("exec", message, "pass the kernel's parameters in its order, or change the kernel")
+            if not kernel_signatures.includes_signature_header(kernel, self.kernels[kernel]):
+                header = kernel_signatures.signature_header(kernel)
+                self.bad("exec", f"{os.path.relpath(self.kernels[kernel], self.root)} registers kernel '{kernel}' "
+                                 f"without including {header}, so the compiler cannot check the kernel against "
+                                 f"this entry", f'add #include "{header}" to that file')
         return kernel, exec_args
 
     def _elementwise(self) -> ElementwiseKernel | None:

@@ -38,11 +38,11 @@ def load_project(root: str, target: Target | None = None) -> Project:
     ops = []
     for op in declared.ops:
         composite, derivative = composites.get(op.name), derivatives.get(op.name)
-        calls = (composite.aten_calls if composite else frozenset()) | (
-            derivative.aten_calls if derivative else frozenset())
+        parts = [p for p in (composite, derivative) if p is not None]
         ops.append(dataclasses.replace(op, composite_cpp=composite.cpp if composite else None,
                                        derivative=derivative.info if derivative else None,
-                                       aten_calls=frozenset(calls)))
+                                       aten_calls=frozenset().union(*(p.aten_calls for p in parts)),
+                                       npu_calls=frozenset().union(*(p.npu_calls for p in parts))))
     generated = tuple(op.kernel for op in ops if op.elementwise)
     return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})))
 

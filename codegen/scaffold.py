@@ -13,6 +13,7 @@ from .project import DERIVATIVES_YAML, KERNEL_DIR, OP_PLUGIN_DIR, OPS_YAML, load
 
 KERNEL_TEMPLATE = """// The device kernel of npu_{name}. Replace the expression below with the real
 // computation; see csrc/kernels/kernel_api.h for what a kernel receives.
+#include "generated/kernel_signatures/{name}.h"  // checks the kernel against its YAML entries
 #include "kernels/elementwise.h"
 #include "kernels/kernel_api.h"
 

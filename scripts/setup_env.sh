@@ -21,14 +21,21 @@ echo "installed $(ls dist/torch_simhpu-*.whl) into $VENV"
 
 # The test suite also runs the operator packages under examples/, each built
 # the way its README says: its own `python setup.py bdist_wheel`, against the
-# torch_simhpu just installed, then installed.
+# torch_simhpu just installed, then installed. Each builds in a copy under
+# build/examples/ (cp -a keeps the files' times, so a rebuild is incremental),
+# and the examples stay as a user would copy them: no build/, dist/ or
+# generated files.
 if [[ "${1:-}" == "test" ]]; then
+  python=$(cd "$(dirname "$VENV/bin/python")" && pwd)/python
   for package in examples/*/setup.py; do
     folder=$(dirname "$package")
+    copy="build/examples/$(basename "$folder")"
     start=$SECONDS
-    (cd "$folder" && "../../$VENV/bin/python" setup.py --quiet bdist_wheel >build.log 2>&1) ||
-      { cat "$folder/build.log"; echo "building $folder failed" >&2; exit 1; }
-    "$VENV/bin/python" -m pip install --quiet --no-deps "$folder"/dist/*.whl
+    mkdir -p "$copy"
+    cp -a "$folder/." "$copy/"
+    (cd "$copy" && "$python" setup.py --quiet bdist_wheel >build.log 2>&1) ||
+      { cat "$copy/build.log"; echo "building $folder failed" >&2; exit 1; }
+    "$python" -m pip install --quiet --no-deps "$copy"/dist/*.whl
     echo "built and installed $folder in $((SECONDS - start)) s"
   done
 fi

@@ -21,10 +21,12 @@ def _index(device) -> int:
 
 
 def is_available() -> bool:
+    """True: the simulated device needs no hardware."""
     return True
 
 
 def is_initialized() -> bool:
+    """True: the device is ready once torch_simhpu is imported."""
     return True
 
 
@@ -33,14 +35,17 @@ def init() -> None:
 
 
 def device_count() -> int:
+    """How many simhpu devices there are (SIMHPU_DEVICE_COUNT, default 2)."""
     return _C._device_count()
 
 
 def current_device() -> int:
+    """The index of this thread's current simhpu device."""
     return _C._current_device()
 
 
 def set_device(device) -> None:
+    """Make `device` (an index, "simhpu:N" or a torch.device) this thread's current device."""
     _C._set_device(_index(device))
 
 
@@ -56,6 +61,7 @@ def memory_allocated(device=None) -> int:
 
 
 def max_memory_allocated(device=None) -> int:
+    """The most bytes tensors held on the device since the start or reset_peak_memory_stats()."""
     return torch.accelerator.max_memory_allocated(_index(device))
 
 
@@ -65,18 +71,22 @@ def memory_reserved(device=None) -> int:
 
 
 def max_memory_reserved(device=None) -> int:
+    """The most bytes taken from the device since the start or reset_peak_memory_stats()."""
     return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def memory_stats(device=None) -> dict:
+    """The caching allocator's statistics, keyed as torch.cuda.memory_stats() keys them."""
     return torch.accelerator.memory_stats(_index(device))
 
 
 def reset_peak_memory_stats(device=None) -> None:
+    """Start the "peak" statistics (max_memory_allocated, ...) again from the current figures."""
     torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
+    """Set the accumulated statistics (allocation and free counts, ...) back to zero."""
     torch.accelerator.reset_accumulated_memory_stats(_index(device))
 
 
@@ -110,12 +120,14 @@ def manual_seed(seed: int) -> None:
 # torch.manual_seed calls this for every registered device type.
 @torch.compiler.disable
 def manual_seed_all(seed: int) -> None:
+    """Seed every device's generator with `seed`."""
     for index in range(device_count()):
         _default_generator(index).manual_seed(int(seed))
 
 
 @torch.compiler.disable
 def seed() -> None:
+    """Seed the current device's generator with a non-deterministic random number."""
     _default_generator().seed()
 
 
@@ -129,26 +141,31 @@ def seed_all() -> None:
 
 @torch.compiler.disable
 def initial_seed() -> int:
+    """The seed the current device's generator was last seeded with."""
     return _default_generator().initial_seed()
 
 
 @torch.compiler.disable
 def get_rng_state(device=None) -> torch.Tensor:
+    """The device generator's state, as a CPU uint8 tensor (for set_rng_state)."""
     return _default_generator(device).get_state()
 
 
 @torch.compiler.disable
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+    """Restore the device generator's state from get_rng_state()'s tensor."""
     _default_generator(device).set_state(new_state)
 
 
 @torch.compiler.disable
 def get_rng_state_all() -> list:
+    """Every device generator's state, by device index."""
     return [get_rng_state(i) for i in range(device_count())]
 
 
 @torch.compiler.disable
 def set_rng_state_all(new_states) -> None:
+    """Restore every device generator's state from get_rng_state_all()'s list."""
     for index, state in enumerate(new_states):
         set_rng_state(state, index)
 
@@ -159,6 +176,7 @@ def get_amp_supported_dtype():
 
 
 def is_bf16_supported() -> bool:
+    """True: bfloat16 tensors live and compute on the device, as on the CPU whose kernels it runs."""
     return True
 
 

@@ -44,6 +44,13 @@ def trace(path: str | os.PathLike):
     _C._synchronize_all()  # a kernel of the block that failed is raised here
 
 
+def span_name(kernel: str, op: str) -> str:
+    """A kernel's row name. The reference kernel runs every op without a kernel
+    of its own, so its rows carry the op ("reference: aten::mm"), as in the
+    torch.profiler rows (csrc/profiler/kineto_plugin.cpp)."""
+    return f"{kernel}: {op}" if kernel == "reference" and op else kernel
+
+
 def chrome_events(entries) -> list[dict]:
     """Two spans per kernel: waiting in the queue, then running, on the stream's row."""
     events = []
@@ -52,9 +59,10 @@ def chrome_events(entries) -> list[dict]:
         args = {"op": op, "launched at": f"{file}:{line}" if file else "(not from Python)",
                 "queued (us)": (start - queued) / 1e3, "ran (us)": (end - start) / 1e3,
                 "ran on": "the host thread waiting for it" if by_host else "the stream's worker"}
-        events.append({"name": f"{kernel} (queued)", "cat": "queue", "ph": "X", "ts": queued / 1e3,
+        name = span_name(kernel, op)
+        events.append({"name": f"{name} (queued)", "cat": "queue", "ph": "X", "ts": queued / 1e3,
                        "dur": (start - queued) / 1e3, "args": args, "pid": pid, "tid": f"stream {stream} queue"})
-        events.append({"name": kernel, "cat": "kernel", "ph": "X", "ts": start / 1e3, "dur": (end - start) / 1e3,
+        events.append({"name": name, "cat": "kernel", "ph": "X", "ts": start / 1e3, "dur": (end - start) / 1e3,
                        "args": args, "pid": pid, "tid": f"stream {stream}"})
     return events
 
@@ -71,7 +79,8 @@ def simulated_events(profile: str, launches) -> list[dict]:
                 "host launched it at (us)": launched * 1e6, "waited for": cause}
         if collective is not None:
             args.update(collective=collective, ranks=ranks)
-        events.append({"name": kernel if work != "collective" else collective, "cat": f"simulated {work}",
+        events.append({"name": span_name(kernel, op) if work != "collective" else collective,
+                       "cat": f"simulated {work}",
                        "ph": "X", "ts": start * 1e6, "dur": (end - start) * 1e6, "args": args,
                        "pid": f"simulated {profile}: simhpu:{device}", "tid": f"stream {stream}"})
     return events

@@ -46,15 +46,18 @@ def Event(enable_timing: bool = False, blocking: bool = False, interprocess: boo
 
 
 def current_stream(device=None) -> torch.Stream:
+    """The stream this thread launches on for `device` (default: the current device)."""
     return torch.accelerator.current_stream(_device(device).index)
 
 
 def default_stream(device=None) -> torch.Stream:
+    """The device's default stream (stream 0), the one current until set_stream or stream() changes it."""
     current = current_stream(device)
     return torch.Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
 
 
 def set_stream(stream: torch.Stream) -> None:
+    """Make `stream` current on its device for this thread (stream() does it for a block)."""
     torch.accelerator.set_stream(stream)
 
 

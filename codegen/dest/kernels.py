@@ -34,8 +34,10 @@ def exec_entries(views: list[OpView], kernel_names) -> list[KernelEntries]:
 
 
 def render(env, views: list[OpView], kernel_names) -> dict[str, str]:
-    files = {"include/generated/kernel_signatures.h":
-             env.get_template("kernel_signatures.h.j2").render(kernels=exec_entries(views, kernel_names))}
+    # One header per kernel: adding an entry recompiles only the file of the kernel it launches.
+    signatures = env.get_template("kernel_signatures.h.j2")
+    files = {f"include/generated/kernel_signatures/{k.name}.h": signatures.render(k=k)
+             for k in exec_entries(views, kernel_names)}
     template = env.get_template("kernel.cpp.j2")
     for v in views:
         if v.elementwise:

@@ -6,6 +6,7 @@
 // kernels, so they run asynchronously on the device like any other.
 #include "aten/fallback.h"
 
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/ones_like.h>

@@ -5,6 +5,7 @@
 #include "runtime/generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/List.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/TensorImpl.h>

@@ -1,6 +1,6 @@
 #include "autograd/formulas.h"
 
-#include "generated/npu_ops.h"
+#include "generated/ops/npu_rms_norm_backward.h"
 
 #include <ATen/ops/sigmoid.h>
 #include <c10/core/WrapDimMinimal.h>

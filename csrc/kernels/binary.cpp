@@ -1,5 +1,8 @@
 // Elementwise binary kernels: add_custom (npu_add_custom), and add/mul, which
 // serve aten::add.Tensor, aten::mul.Tensor and npu_scaled_add.
+#include "generated/kernel_signatures/add.h"
+#include "generated/kernel_signatures/add_custom.h"
+#include "generated/kernel_signatures/mul.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernel_api.h"
 

@@ -4,6 +4,10 @@
 // device-side assert), and one that takes a set time, to show streams
 // overlapping and events timing them; and one that reports the ATen
 // thread-local state kernels run under.
+#include "generated/kernel_signatures/empty_kernel.h"
+#include "generated/kernel_signatures/fail_on_device.h"
+#include "generated/kernel_signatures/report_worker_state.h"
+#include "generated/kernel_signatures/sleep_on_device.h"
 #include "kernels/kernel_api.h"
 
 #include <c10/core/GradMode.h>

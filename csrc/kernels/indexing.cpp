@@ -1,6 +1,8 @@
 // index_select and gather. An index out of range is found by the kernel, as on
 // a real device, so it fails asynchronously (like CUDA's device-side asserts)
 // and is reported at the next synchronising call.
+#include "generated/kernel_signatures/gather.h"
+#include "generated/kernel_signatures/index_select.h"
 #include "kernels/kernel_api.h"
 
 #include <c10/core/WrapDimMinimal.h>

@@ -6,19 +6,13 @@
 //   SIMHPU_KERNEL(add_custom);
 //
 // Adapters launch it with EXEC_CMD(add_custom, x, y, out); the arguments are
-// matched by position. SIMHPU_KERNEL checks the kernel's parameters against
-// every exec: entry that launches it (generated/kernel_signatures.h), so a
-// mismatch with the YAML is a compile error naming the entry; hand-written
-// launches are checked when they run. An operator package without YAML has no
-// generated/kernel_signatures.h; its kernels are checked when they run.
+// matched by position. A kernel's file includes generated/kernel_signatures/NAME.h
+// (codegen check asks for it when an exec: entry launches NAME): SIMHPU_KERNEL
+// then checks the kernel's parameters against every exec: entry that launches
+// it, so a mismatch with the YAML is one compile error naming the entry. Kernels
+// without the header (an operator package without YAML) are checked when they
+// run; so are hand-written launches.
 #include "runtime/kernel_registry.h"
-
-#if __has_include("generated/kernel_signatures.h")
-#include "generated/kernel_signatures.h"
-#define SIMHPU_CHECK_EXEC_ENTRIES(name) SIMHPU_EXEC_ENTRIES_##name(name)
-#else
-#define SIMHPU_CHECK_EXEC_ENTRIES(name) static_assert(true)
-#endif
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -112,7 +106,7 @@ struct KernelInvoker<Fn> {
 
 } // namespace detail
 
-// The parameter types that take one argument of an exec: entry (see generated/kernel_signatures.h).
+// The parameter types that take one argument of an exec: entry (see generated/kernel_signatures/).
 template <typename... Types>
 struct OneOf {
   template <typename Param>
@@ -127,12 +121,49 @@ constexpr bool kernel_takes() {
   return detail::KernelParams<Fn>::template take<Accepted...>();
 }
 
+// A kernel's name as a template argument: ExecEntries<"swish">.
+template <size_t N>
+struct KernelName {
+  char text[N];
+  constexpr KernelName(const char (&name)[N]) {  // NOLINT: converts from the string literal
+    for (size_t i = 0; i < N; ++i) text[i] = name[i];
+  }
+};
+
+// The exec: entries that launch a kernel. Without its generated header there
+// is nothing to check; generated/kernel_signatures/NAME.h specialises this with
+// one static_assert per entry, whose message is the entry's file:line.
+template <KernelName Name>
+struct ExecEntries {
+  template <typename Fn>
+  static constexpr bool fit() {
+    return true;
+  }
+};
+
+namespace detail {
+
+// The invoker of a kernel that fits its entries. A kernel that does not fit
+// has failed its static_assert already; not instantiating its invoker keeps
+// that one line the whole error.
+template <auto Fn, bool Fits>
+constexpr KernelFn invoker_if_fits() {
+  if constexpr (Fits) {
+    return &KernelInvoker<Fn>::run;
+  } else {
+    return nullptr;
+  }
+}
+
+} // namespace detail
 } // namespace simhpu
 
-#define SIMHPU_KERNEL(name)                                     \
-  SIMHPU_CHECK_EXEC_ENTRIES(name);                              \
-  static const ::simhpu::KernelRegistrar simhpu_kernel_##name( \
-      #name, &::simhpu::detail::KernelInvoker<&name>::run, SIMHPU_THIS_BUILD)
+#define SIMHPU_KERNEL(name)                                                                      \
+  static const ::simhpu::KernelRegistrar simhpu_kernel_##name(                                   \
+      #name,                                                                                     \
+      ::simhpu::detail::invoker_if_fits<&name,                                                   \
+                                        ::simhpu::ExecEntries<#name>::template fit<decltype(name)>()>(), \
+      SIMHPU_THIS_BUILD)
 
 // The dtypes device kernels are instantiated for, unless a kernel says otherwise.
 #define SIMHPU_DISPATCH_FLOATING(dtype, kernel_name, ...) \

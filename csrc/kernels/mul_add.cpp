@@ -1,4 +1,5 @@
 // Two results from one pass over the inputs: prod = x * y, total = x + z.
+#include "generated/kernel_signatures/mul_add.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernel_api.h"
 

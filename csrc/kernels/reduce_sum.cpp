@@ -2,6 +2,7 @@
 // The common case, a contiguous input whose reduced dimensions are adjacent,
 // is seen as [outer, reduced, inner] and summed in parallel with vector
 // loops; anything else takes a general walk over the input.
+#include "generated/kernel_signatures/sum_dims.h"
 #include "kernels/reduce_sum.h"
 
 #include "kernels/cpu_features.h"

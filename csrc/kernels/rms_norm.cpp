@@ -2,6 +2,8 @@
 //   rstd = 1 / sqrt(mean(x^2) + eps)      (one per row, shape [..., 1])
 //   y    = x * rstd * gamma
 // Inputs are contiguous (the YAML entry asks the adapter for that).
+#include "generated/kernel_signatures/rms_norm.h"
+#include "generated/kernel_signatures/rms_norm_backward.h"
 #include "kernels/kernel_api.h"
 
 #include <ATen/Parallel.h>

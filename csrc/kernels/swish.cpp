@@ -1,4 +1,5 @@
 // swish(x) = x * sigmoid(beta * x), computed in float for reduced precisions.
+#include "generated/kernel_signatures/swish.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernel_api.h"
 

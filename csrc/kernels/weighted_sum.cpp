@@ -2,6 +2,7 @@
 // computed in `accumulate` (default: self's dtype). It takes one argument of
 // nearly every schema type, so it doubles as the probe that each type reaches
 // a kernel intact; the arithmetic reuses ATen's CPU routines on device memory.
+#include "generated/kernel_signatures/weighted_sum.h"
 #include "kernels/kernel_api.h"
 
 #include <ATen/ops/stack.h>

@@ -188,3 +188,12 @@ def test_docs_describe_every_op(codegen, tmp_path):
     assert "| [`npu_softplus_beta`](#npu_softplus_beta) | generated kernel |" in docs
     assert "**Deprecated**: use [`npu_add_custom`](#npu_add_custom) instead." in docs
     assert "torch_simhpu.npu_lerp_scalar_(self, end, weight)" in docs
+
+
+def test_generated_files_are_as_readable_as_any_file_written_here(emit, tmp_path):
+    # A temporary file is created 0600; what codegen leaves must follow the umask instead.
+    emit.write_tree(str(tmp_path), {"include/generated/a.h": "// a\n", "docs/ops.md": "# ops\n"})
+    mask = os.umask(0)
+    os.umask(mask)
+    for rel in ("include/generated/a.h", "docs/ops.md"):
+        assert (tmp_path / rel).stat().st_mode & 0o777 == 0o666 & ~mask, rel

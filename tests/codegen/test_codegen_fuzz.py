@@ -127,7 +127,7 @@ def compile_cpp(files: dict[str, str], changed: list[str], out) -> None:
     includes = [os.path.join(ROOT, "csrc"), str(out / "include"), sysconfig.get_paths()["include"],
                 *torch.utils.cpp_extension.include_paths()]
     for rel in changed:
-        command = [shutil.which("g++") or "c++", "-std=c++17", "-fsyntax-only", "-fopenmp",
+        command = [shutil.which("g++") or "c++", "-std=c++20", "-fsyntax-only", "-fopenmp",
                    *(f"-I{i}" for i in includes), str(out / rel)]
         result = subprocess.run(command, capture_output=True, text=True, timeout=300)
         # What codegen lets through to the compiler must fail there naming the entry (a static_assert).

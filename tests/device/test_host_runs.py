@@ -55,14 +55,25 @@ def test_a_small_kernel_launched_while_the_worker_sleeps_runs_on_the_launching_t
 
 
 def test_a_burst_of_launches_wakes_the_worker(tmp_path):
-    x = torch.ones(4, device="simhpu")
     zero = torch.zeros(4, device="simhpu")
-    with torch.simhpu.trace(tmp_path / "t.json"):
-        let_the_worker_fall_asleep()
-        for _ in range(200):
-            x = torch_simhpu.npu_add_custom(x, zero)  # about a microsecond apart
-        time.sleep(0.05)  # not a synchronisation: the woken worker runs them meanwhile
-    by_host = ran_on_host(tmp_path / "t.json")
+    # The premise is launches a few microseconds apart. On a loaded machine the
+    # launching thread may be descheduled for longer than the worker polls, and
+    # then running the next launch itself is right; such attempts are repeated.
+    for attempt in range(5):
+        x = torch.ones(4, device="simhpu")
+        trace = tmp_path / f"t{attempt}.json"
+        with torch.simhpu.trace(trace):
+            let_the_worker_fall_asleep()
+            start = time.perf_counter()
+            for _ in range(200):
+                x = torch_simhpu.npu_add_custom(x, zero)
+            launching = time.perf_counter() - start
+            time.sleep(0.05)  # not a synchronisation: the woken worker runs them meanwhile
+        if launching < 200 * 5e-6:
+            break
+    else:
+        pytest.skip(f"launches were never a burst here (the last 200 took {launching * 1e3:.1f} ms)")
+    by_host = ran_on_host(trace)
     assert len(by_host) == 200 and sum(by_host) <= 20, sum(by_host)
     assert x.tolist() == [1.0] * 4
 

@@ -35,10 +35,19 @@ def _cases():
             yield pytest.param(info, extra, id=f"{info.optim_cls.__name__}-{form}")
 
 
-def _parameters(device, matrices_only):
+def _parameters(device, matrices_only, dtype):
     torch.manual_seed(0)
     shapes = [(4, 5), (3, 4)] if matrices_only else [(4, 5), (5,)]
-    return [torch.nn.Parameter(torch.randn(shape).to(device)) for shape in shapes]
+    return [torch.nn.Parameter(torch.randn(shape).to(device, dtype)) for shape in shapes]
+
+
+def _dtype(kwargs):
+    # A line search branches on comparisons of sums, so a last-bit difference in
+    # one (the device's and the CPU's reductions add in different orders, and the
+    # CPU's order depends on its vector width) can send the two runs down
+    # different branches. In float64 such a difference is far below the margins
+    # the comparisons work with.
+    return torch.float64 if kwargs.get("line_search_fn") else torch.float32
 
 
 def _gradients(info, step, params):
@@ -53,11 +62,11 @@ def _gradients(info, step, params):
 
 
 def _run(info, kwargs, device, matrices_only):
-    params = _parameters(device, matrices_only)
+    params = _parameters(device, matrices_only, _dtype(kwargs))
     optimizer = info.optim_cls(params, **kwargs)
     for step in range(STEPS):
         for p, g in zip(params, _gradients(info, step, params)):
-            p.grad = g.to(device)
+            p.grad = g.to(device, p.dtype)
         if info.step_requires_closure:
             optimizer.step(lambda: (params[0] ** 2).sum())
         else:

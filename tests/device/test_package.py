@@ -1,9 +1,12 @@
 """The installed wheel, not the source tree, is what the tests exercise."""
+import inspect
 import os
+import pydoc
 import re
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import torch_simhpu
@@ -35,7 +38,31 @@ def test_every_custom_op_is_exposed_three_ways():
         assert callable(getattr(torch_simhpu, name))
         assert hasattr(torch.ops.npu, name)
         assert name in torch_simhpu.__all__
-        assert torch_simhpu.__dict__[name].__doc__.startswith(f"{name}(")
+        assert torch_simhpu.__dict__[name].__doc__.strip()
+
+
+def test_help_and_inspect_show_each_op_as_python_would():
+    # The signature once, in Python's terms, and no pybind11 internals.
+    assert str(inspect.signature(torch_simhpu.npu_rms_norm)) == "(x, gamma, eps=1e-06)"
+    assert str(inspect.signature(torch_simhpu.npu_mul_add)) == "(x, y, z, *, out=None)"
+    assert inspect.signature(torch_simhpu.npu_softplus_beta_).parameters["beta"].default == 1.0
+    text = pydoc.render_doc(torch_simhpu.npu_rms_norm, renderer=pydoc.plaintext)
+    assert text.count("npu_rms_norm(x, gamma, eps=1e-06)") == 1, text
+    assert "PyCapsule" not in text and "at::Tensor" not in text and "torch.Tensor" not in text, text
+    for name in _generated.CUSTOM_OPS:
+        inspect.signature(getattr(torch_simhpu, name))
+
+
+def test_every_public_callable_of_torch_simhpu_says_what_it_does():
+    missing = []
+    for name in dir(torch.simhpu):
+        value = getattr(torch.simhpu, name)
+        if name.startswith("_") or inspect.ismodule(value) or not callable(value):
+            continue
+        doc = inspect.getdoc(value) or ""
+        if not doc.strip() or (inspect.isclass(value) and doc == inspect.getdoc(type)):
+            missing.append(name)
+    assert not missing, missing
 
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -106,6 +133,17 @@ def test_a_rebuilt_operator_package_installs_with_the_plain_command(tmp_path):
     assert first.startswith("0.1.0+g") and second.startswith("0.1.0+g") and first != second
     again, unchanged = build_and_install(2)
     assert again == second and "Successfully installed" not in unchanged
+
+
+@pytest.mark.parametrize("package", ["custom_ops", "custom_topk", "guide_ops", "my_add", "yaml_ops"])
+def test_python_started_in_a_package_folder_says_its_source_folder_shadows_the_wheel(package):
+    folder = os.path.join(REPOSITORY, "examples", package)
+    done = subprocess.run([sys.executable, "-c", f"import torch, {package}"], cwd=folder, capture_output=True,
+                          text=True)
+    assert done.returncode != 0
+    assert f"{package} is being imported from {os.path.join(folder, package)}, its source folder" in done.stderr, \
+        done.stderr[-3000:]
+    assert "Run Python from another folder" in done.stderr
 
 
 def test_python_started_in_the_repository_root_says_the_source_tree_shadows_the_wheel():

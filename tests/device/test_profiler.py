@@ -134,6 +134,19 @@ def test_nested_traces_each_hold_the_kernels_of_their_own_block(tmp_path):
     assert kernels_in(outer) == ["swish", "add_custom", "rms_norm"]
 
 
+def test_reference_path_kernels_are_named_by_their_op(tmp_path):
+    # One kernel runs every op without a kernel of its own: its rows must say which op.
+    path = tmp_path / "trace.json"
+    x = torch.ones(4, device="simhpu")
+    with torch.simhpu.trace(path):
+        torch.exp(x)
+        torch_simhpu.npu_swish(x)
+    names = kernels_in(path)
+    assert names[-1] == "swish"
+    assert [n for n in names[:-1] if n.startswith("reference: aten::exp")], names
+    assert "reference" not in names
+
+
 def test_a_trace_is_written_when_a_kernel_in_its_block_failed(tmp_path):
     path = tmp_path / "trace.json"
     x = torch.ones(4, device="simhpu")

@@ -74,6 +74,7 @@ BROKEN_DERIVATIVES = """- name: npu_wrong_forward(Tensor x) -> Tensor
   x: grad
 """
 LINEAR_COPY = """#include <torch_simhpu/extension.h>
+#include "generated/kernel_signatures/linear_copy.h"
 namespace simhpu::kernels {
 // Deliberately wrong: reads x as if it were contiguous.
 void linear_copy(const DeviceTensor& x, const DeviceTensor& out) {

@@ -2,13 +2,11 @@
 on simhpu, registered when its library loads (registerUserCustomOp). Its fake
 kernel for torch.compile is the C++ output-meta function; the backward is
 registered here."""
-import glob
-import os
-
 import torch
 import torch_simhpu  # noqa: F401  (the device, and the library the extension links)
+from torch_simhpu.utils import built_library
 
-LIBRARY = glob.glob(os.path.join(os.path.dirname(__file__), "libcustom_topk*.so"))[0]
+LIBRARY = built_library(__name__, "libcustom_topk*.so")
 torch.ops.load_library(LIBRARY)
 
 

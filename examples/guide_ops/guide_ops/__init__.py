@@ -1,12 +1,10 @@
 """guide_ops: scale (forward only), square (forward + backward operators) and
 cube (torch.autograd.Function) on simhpu."""
-import glob
-import os
-
 import torch
 import torch_simhpu  # noqa: F401  (the device, and the library the extension links)
+from torch_simhpu.utils import built_library
 
-torch.ops.load_library(glob.glob(os.path.join(os.path.dirname(__file__), "_C*.so"))[0])
+torch.ops.load_library(built_library(__name__, "_C*.so"))
 
 
 def scale(x: torch.Tensor, s: float) -> torch.Tensor:

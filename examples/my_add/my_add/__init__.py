@@ -2,17 +2,11 @@
 
 Importing the package loads its kernel library and registers the operator's
 fake kernel (torch.compile) and backward."""
-import glob
-import os
-
 import torch
 import torch_simhpu  # noqa: F401  (the device, and the library the kernels link)
+from torch_simhpu.utils import built_library
 
-_library = glob.glob(os.path.join(os.path.dirname(__file__), "_kernels*.so"))
-if len(_library) != 1:
-    raise ImportError(f"my_add: expected one built kernel library beside {__file__}, found {_library}; "
-                      "reinstall the wheel")
-torch.ops.load_library(_library[0])
+torch.ops.load_library(built_library(__name__, "_kernels*.so"))
 
 
 @torch.library.register_fake("npu::my_add")
