@@ -83,12 +83,13 @@ def render(project: Project) -> dict[str, str]:
     """Every generated file of a loaded project (project.load_project), relative path -> content."""
     env = _environment()
     env.globals["package"] = project.target.package
+    env.globals["namespace"] = project.namespace
     views = [op_view(op, project.namespace) for op in project.ops]
     files = {}
     files.update(kernels.render(env, views, project.kernel_names))
     files.update(adapters.render(env, views))
     files.update(autograd.render(env, views))
-    files.update(registrations.render(env, views, project.namespace))
+    files.update(registrations.render(env, views))
     files.update(python.render(env, project, views))
     files.update(stubs.render(env, project.stubs))
     return {path: wrap_cpp(text) if path.endswith((".cpp", ".h")) else text for path, text in files.items()}

@@ -33,7 +33,8 @@ def test_package_files_are_its_own(codegen, emit, target, package_dir):
     assert "python/yaml_ops/_generated/ops.pyi" in files
     assert not any(path.startswith("python/torch_simhpu") for path in files)
     assert 'importlib.import_module("yaml_ops._C")' in files["python/yaml_ops/_generated/ops.py"]
-    assert "TORCH_LIBRARY_FRAGMENT(yaml_ops, m)" in files["csrc/registrations.cpp"]
+    adapter = files["csrc/adapters/npu_leaky_square.cpp"]  # each operator registers itself
+    assert "TORCH_LIBRARY_FRAGMENT(yaml_ops, m)" in adapter and "TORCH_LIBRARY_IMPL(yaml_ops, PrivateUse1, m)" in adapter
     assert "def is_available" not in files["python/yaml_ops/_generated/ops.pyi"]  # the backend's API is not theirs
 
 
