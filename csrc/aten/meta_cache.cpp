@@ -65,7 +65,7 @@ void MetaSignature::add_tensor(const at::Tensor& t) {
   // dtype and whether it is a wrapped number, never on the value.
 }
 
-bool MetaSignature::add(const c10::IValue& v) {
+bool MetaSignature::add(const c10::IValue& v, bool float_values) {
   if (v.isNone()) {
     words_.push_back(kNone);
   } else if (v.isTensor()) {
@@ -75,14 +75,16 @@ bool MetaSignature::add(const c10::IValue& v) {
     words_.push_back(v.toInt());
   } else if (v.isDouble()) {
     words_.push_back(kDouble);
-    words_.push_back(bits_of(v.toDouble()));
+    if (float_values) words_.push_back(bits_of(v.toDouble()));
   } else if (v.isBool()) {
     words_.push_back(kBool);
     words_.push_back(v.toBool());
   } else if (v.isComplexDouble()) {
     words_.push_back(kComplex);
-    words_.push_back(bits_of(v.toComplexDouble().real()));
-    words_.push_back(bits_of(v.toComplexDouble().imag()));
+    if (float_values) {
+      words_.push_back(bits_of(v.toComplexDouble().real()));
+      words_.push_back(bits_of(v.toComplexDouble().imag()));
+    }
   } else if (v.isString()) {
     words_.push_back(kString);
     for (char c : v.toStringRef()) words_.push_back(c);
@@ -93,7 +95,7 @@ bool MetaSignature::add(const c10::IValue& v) {
   } else if (v.isList()) {
     words_.push_back(kList);
     for (const c10::IValue& e : v.toListRef()) {
-      if (!add(e)) return false;
+      if (!add(e, float_values)) return false;
     }
     words_.push_back(kEnd);
   } else if (v.isGenerator()) {
@@ -112,7 +114,7 @@ bool MetaSignature::build(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> arg
   // Factory functions given no dtype use the default one.
   words_.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   for (const c10::IValue& arg : args) {
-    if (!add(arg)) return false;
+    if (!add(arg, /*float_values=*/!ref.pointwise)) return false;
   }
   return true;
 }

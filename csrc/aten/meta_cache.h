@@ -4,7 +4,12 @@
 // which tensors share storage or are one tensor, and every other argument's
 // value. A meta kernel is a pure function of exactly these, so a repeated
 // signature (every step of a training loop) needs no meta kernel at all: many
-// of PyTorch's meta kernels are Python, tens of microseconds a call.
+// of PyTorch's meta kernels are Python, tens of microseconds a call. For an
+// operator PyTorch tags pointwise, a floating-point number's value is left out
+// (its kind stays): such an operator's outputs are its tensors' broadcast
+// shape in the dtype type promotion gives, and promotion reads a number's kind,
+// not its value. An optimizer passes a new step size every step (AdamW's
+// addcdiv), which would otherwise miss the cache on every call.
 #include "aten/meta_call.h"
 
 #include <ATen/core/ivalue.h>
@@ -23,7 +28,7 @@ class MetaSignature {
   size_t hash() const;
 
  private:
-  bool add(const c10::IValue& v);
+  bool add(const c10::IValue& v, bool float_values);
   void add_tensor(const at::Tensor& t);
   std::vector<int64_t> words_;
   c10::SmallVector<const void*, 8> storages_;  // first-seen order, for the sharing pattern

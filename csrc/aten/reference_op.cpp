@@ -134,6 +134,7 @@ std::unique_ptr<ReferenceOp> describe(const c10::OperatorHandle& op) {
   }
   ref->unannounced_writes = unannounced_writes_of(ref->name);
   ref->hidden_randomness = op.hasTag(at::Tag::nondeterministic_seeded) && !takes_generator;
+  ref->pointwise = op.hasTag(at::Tag::pointwise);
   ref->meta_differs = meta_differs_for(schema.name());
 
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {

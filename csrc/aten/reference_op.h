@@ -37,6 +37,9 @@ struct ReferenceOp {
   // Uses randomness without taking a Generator: the CPU kernel would draw from
   // the CPU's default generator, so it runs synchronised, seeded from the device's.
   bool hidden_randomness = false;
+  // Tagged pointwise: its outputs' shapes and dtypes follow from its tensors'
+  // and the kinds (not the values) of its numbers (see meta_cache.h).
+  bool pointwise = false;
   // Calls whose outputs the meta kernel describes otherwise than the CPU kernel
   // makes them (see reference_op.cpp): they run synchronised. Null: none.
   bool (*meta_differs)(c10::ArrayRef<c10::IValue> args) = nullptr;

@@ -514,6 +514,37 @@ _lib.impl("hidden_rand", lambda x: torch.rand(x.shape), "CPU")
 _lib.impl("hidden_rand", lambda x: torch.empty_like(x), "Meta")
 
 
+META_CALLS = {"scaled": 0, "scaled_pointwise": 0}
+
+
+def _counting_meta(name):
+    def meta(x, s):
+        META_CALLS[name] += 1
+        return torch.empty_like(x)
+    return meta
+
+
+for _name, _tags in (("scaled", ()), ("scaled_pointwise", (torch.Tag.pointwise,))):
+    _lib.define(f"{_name}(Tensor x, float s) -> Tensor", tags=_tags)
+    _lib.impl(_name, lambda x, s: x * s, "CPU")
+    _lib.impl(_name, _counting_meta(_name), "Meta")
+
+
+def test_a_pointwise_operator_asks_its_meta_kernel_once_for_every_number_it_is_given():
+    # An optimizer's step size changes every step; a pointwise operator's outputs
+    # do not depend on it, so its remembered meta result serves every value. An
+    # operator not tagged pointwise may shape its outputs by a number (an
+    # upsample's scale): each new value asks its meta kernel again.
+    x = torch.ones(3, device=DEV)
+    for name in META_CALLS:
+        before = META_CALLS[name]
+        op = getattr(torch.ops.simhpu_test, name)
+        results = [op(x, 0.5 + step) for step in range(5)]
+        assert [r.cpu().tolist() for r in results] == [[0.5 + step] * 3 for step in range(5)]
+        META_CALLS[name] -= before
+    assert META_CALLS == {"scaled": 5, "scaled_pointwise": 1}
+
+
 def test_a_cpu_result_unlike_the_meta_promise_is_an_error_not_a_broadcast():
     torch.ops.simhpu_test.shape_liar(torch.ones(4, device=DEV))
     with pytest.raises(RuntimeError, match=r"simhpu_test::shape_liar: its meta kernel promised an output of shape "
