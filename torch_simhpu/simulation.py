@@ -412,10 +412,17 @@ def _install_flop_formulas() -> None:
     global _formulas_installed
     if _formulas_installed:
         return
-    from torch.utils.flop_counter import flop_registry
+    from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
     by_name = {packet._qualified_op_name: formula for packet, formula in flop_registry.items()
                if isinstance(packet, torch._ops.OpOverloadPacket)}
+    # The device's fused attention runs the CPU's flash kernels (csrc/aten/fused_attention.cpp),
+    # which flop_counter does not list: the same count as the other fused attention kernels.
+    by_name["aten::_scaled_dot_product_flash_attention_for_cpu"] = (
+        lambda query, key, value, *args, out_val=None, **kwargs: sdpa_flop_count(query.shape, key.shape, value.shape))
+    by_name["aten::_scaled_dot_product_flash_attention_for_cpu_backward"] = (
+        lambda grad_out, query, key, value, *args, out_val=None, **kwargs:
+        sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape))
 
     def flops(name: str, args: list, kwargs: dict, outputs: list):
         try:

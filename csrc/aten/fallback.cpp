@@ -285,7 +285,7 @@ void run_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* sta
   refuse_quantized_dtype(ref, c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args()));
   const c10::Device device = call_device(ref, stack, first);
   const c10::DeviceGuard guard(device);
-  switch (ref.kind) {
+  switch (ref.kind_of_call(c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args()))) {
     case ReferenceOp::Kind::View:
       run_view(ref, stack, first);
       return;

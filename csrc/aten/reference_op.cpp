@@ -142,8 +142,14 @@ std::unique_ptr<ReferenceOp> describe(const c10::OperatorHandle& op) {
   } else if (view && !schema.is_mutable()) {
     ref->kind = ReferenceOp::Kind::View;
   } else if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output) ||
-             !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta) || ref->hidden_randomness) {
+             !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) {
     ref->kind = ReferenceOp::Kind::Synchronized;
+  } else if (ref->hidden_randomness) {
+    ref->kind = ReferenceOp::Kind::Synchronized;
+    const std::optional<int> gate = schema.argumentIndexWithName("dropout_p");
+    if (gate.has_value() && schema.arguments()[*gate].type()->kind() == c10::TypeKind::FloatType) {
+      ref->randomness_gate = *gate;
+    }
   } else {
     // Functional ops that reach here have no structured kernel (those arrive
     // as their out= overload), so their out= kernels are hand-written and may

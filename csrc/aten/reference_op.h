@@ -37,6 +37,10 @@ struct ReferenceOp {
   // Uses randomness without taking a Generator: the CPU kernel would draw from
   // the CPU's default generator, so it runs synchronised, seeded from the device's.
   bool hidden_randomness = false;
+  // For such an op that is synchronised for that reason alone: its float
+  // argument `dropout_p`, at 0 of which it draws nothing, so the call runs
+  // asynchronously (the CPU's fused attention). -1: none.
+  int randomness_gate = -1;
   // Tagged pointwise: its outputs' shapes and dtypes follow from its tensors'
   // and the kinds (not the values) of its numbers (see meta_cache.h).
   bool pointwise = false;
@@ -48,6 +52,13 @@ struct ReferenceOp {
   mutable std::atomic<int8_t> empty_out_meta_trusted{-1};
 
   size_t num_args() const { return args.size(); }
+  // The route of this call: Synchronized ops whose randomness this call does not use run as Async.
+  Kind kind_of_call(c10::ArrayRef<c10::IValue> call_args) const {
+    if (randomness_gate >= 0 && call_args[randomness_gate].isDouble() && call_args[randomness_gate].toDouble() == 0.0) {
+      return Kind::Async;
+    }
+    return kind;
+  }
   // Whether this call writes argument `i` without its schema saying so.
   bool writes_unannounced(size_t i, c10::ArrayRef<c10::IValue> call_args) const {
     for (const auto& [arg, when] : unannounced_writes) {

@@ -28,15 +28,19 @@ bool ProducerLock::try_lock_fast() {
   return false;
 }
 
-void ProducerLock::revoke_owner() {
+bool ProducerLock::start_revoking() {
   revoking_.store(true, std::memory_order_relaxed);
   heavy_fence();
-  if (ThreadFlag* owner = owner_.load(std::memory_order_relaxed)) {
-    const auto outside = [&] { return !owner->inside.load(std::memory_order_acquire); };
-    // The owner may stay inside for long (waiting for room in a full ring): poll, then yield.
-    while (!spin_until(outside, std::chrono::microseconds(20))) {
-      std::this_thread::yield();
-    }
+  ThreadFlag* owner = owner_.load(std::memory_order_relaxed);
+  return owner == nullptr || !owner->inside.load(std::memory_order_acquire);
+}
+
+void ProducerLock::wait_for_owner_to_leave() {
+  ThreadFlag* owner = owner_.load(std::memory_order_relaxed);
+  const auto outside = [&] { return !owner->inside.load(std::memory_order_acquire); };
+  // The owner may stay inside for long (waiting for room in a full ring): poll, then yield.
+  while (!spin_until(outside, std::chrono::microseconds(20))) {
+    std::this_thread::yield();
   }
 }
 

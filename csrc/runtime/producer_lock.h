@@ -35,16 +35,26 @@ class ProducerLock {
   static ThreadFlag* this_thread_flag();
 
   bool try_lock_fast();
+  // `before_waiting` runs (once) before any wait: for the mutex, and for the
+  // biased owner to leave, which may need what the caller holds (the GIL: an
+  // owner waiting for room in a full ring takes it back before it can leave).
   template <typename BeforeWaiting>
   void lock_slow(const BeforeWaiting& before_waiting) {
+    bool prepared = false;
     if (!slow_mu_.try_lock()) {
       before_waiting();
+      prepared = true;
       slow_mu_.lock();
     }
-    revoke_owner();
+    if (!start_revoking()) {
+      if (!prepared) before_waiting();
+      wait_for_owner_to_leave();
+    }
     held_slow_ = true;
   }
-  void revoke_owner();
+  // Makes new fast entries fail; true if the owner (if any) is not inside.
+  bool start_revoking();
+  void wait_for_owner_to_leave();
 
   alignas(64) std::atomic<ThreadFlag*> owner_{nullptr};
   std::atomic<bool> revoking_{false};

@@ -218,6 +218,38 @@ def test_many_threads_on_two_streams():
     assert torch.simhpu.memory_allocated() == baseline
 
 
+FULL_RING_AND_A_SECOND_THREAD = """
+import threading, time, torch, torch_simhpu
+s = torch.simhpu.Stream()
+one = torch.ones(8, device="simhpu")
+
+def second():
+    time.sleep(0.05)  # by then the main thread waits for room in the full ring
+    with torch.simhpu.stream(s):
+        for _ in range(200):
+            torch_simhpu.npu_add_custom(one, one)  # with the GIL held: takes the lock from the owner
+
+thread = threading.Thread(target=second)
+thread.start()
+with torch.simhpu.stream(s):
+    torch_simhpu._C._sleep_on_device(torch.empty(1, device="simhpu"), 300_000)
+    for _ in range(3000):  # fills the ring behind the sleeping kernel, then waits for room
+        torch_simhpu.npu_add_custom(one, one)
+thread.join()
+s.synchronize()
+print("done")
+"""
+
+
+def test_a_thread_taking_the_stream_from_an_owner_waiting_for_room_lets_it_go_on(tmp_path):
+    # The owner waits for room in a full ring without the GIL, inside the
+    # producers' lock, and needs the GIL back to leave it; a second thread that
+    # takes the lock from it must not wait for it holding the GIL.
+    done = subprocess.run([sys.executable, "-c", FULL_RING_AND_A_SECOND_THREAD], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-3000:]
+
+
 def test_fork_after_start_gives_a_clear_error(tmp_path):
     code = (
         "import os, torch, torch_simhpu\n"

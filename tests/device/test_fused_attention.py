@@ -1,0 +1,127 @@
+"""scaled_dot_product_attention on simhpu takes the CPU's fused (flash) kernels
+where the CPU would, through PyTorch's "overrideable" backend
+(csrc/aten/fused_attention.cpp), and the math decomposition elsewhere; both
+against the CPU, forward and backward, eager and compiled."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+# The overrideable operators run the CPU's flash kernels, which op_routes sees.
+FUSED = "aten::_scaled_dot_product_flash_attention_for_cpu"
+
+
+def inputs(dtype=torch.float32, heads=(4, 4, 4), lengths=(16, 16), mask=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, heads[0], lengths[0], 8, generator=g, dtype=dtype)
+    k = torch.randn(2, heads[1], lengths[1], 8, generator=g, dtype=dtype)
+    v = torch.randn(2, heads[2], lengths[1], 8, generator=g, dtype=dtype)
+    if mask == "float":
+        mask = torch.randn(lengths[0], lengths[1], generator=g, dtype=dtype)
+    elif mask == "bool":
+        mask = torch.rand(lengths[0], lengths[1], generator=g) > 0.3
+        mask[:, 0] = True  # every query sees a key
+    return [q, k, v], mask
+
+
+def run(device, tensors, mask, **kwargs):
+    leaves = [t.to(device).requires_grad_() for t in tensors]
+    out = F.scaled_dot_product_attention(*leaves, attn_mask=None if mask is None else mask.to(device), **kwargs)
+    out.backward(torch.ones_like(out))
+    return [out.detach().cpu()] + [t.grad.cpu() for t in leaves]
+
+
+def tolerance(dtype):
+    return dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("mask, is_causal", [(None, False), (None, True), ("float", False), ("bool", False)])
+def test_fused_attention_matches_the_cpu_forward_and_backward(dtype, mask, is_causal):
+    tensors, mask = inputs(dtype, mask=mask)
+    with torch.simhpu.op_routes() as routes:
+        got = run("simhpu", tensors, mask, is_causal=is_causal)
+    expected = run("cpu", tensors, mask, is_causal=is_causal)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, **tolerance(dtype))
+    assert FUSED in routes.counts and f"{FUSED}_backward" in routes.counts, routes
+    assert routes.counts[FUSED]["synchronized"] == 0  # queued like any kernel: the host does not wait
+    assert "aten::bmm.out" not in routes.counts, routes  # no math decomposition
+
+
+@pytest.mark.parametrize("case", ["dropout", "grouped-query", "mask that requires grad"])
+def test_what_the_fused_operators_cannot_carry_takes_the_math_path(case):
+    tensors, mask = inputs(heads=(4, 2, 2) if case == "grouped-query" else (4, 4, 4), mask="float")
+    kwargs = {"enable_gqa": True} if case == "grouped-query" else {}
+    if case == "dropout":
+        with torch.simhpu.op_routes() as routes:
+            out = F.scaled_dot_product_attention(*[t.to("simhpu") for t in tensors], dropout_p=0.5)
+        assert torch.isfinite(out.cpu()).all()
+        assert FUSED not in routes.counts
+        return
+    if case == "mask that requires grad":
+        dev_mask = mask.to("simhpu").requires_grad_()
+        cpu_mask = mask.clone().requires_grad_()
+        with torch.simhpu.op_routes() as routes:
+            out = F.scaled_dot_product_attention(*[t.to("simhpu") for t in tensors], attn_mask=dev_mask)
+            out.sum().backward()
+        F.scaled_dot_product_attention(*tensors, attn_mask=cpu_mask).sum().backward()
+        torch.testing.assert_close(dev_mask.grad.cpu(), cpu_mask.grad, atol=1e-5, rtol=1e-5)
+        assert FUSED not in routes.counts
+        return
+    with torch.simhpu.op_routes() as routes:
+        got = run("simhpu", tensors, mask, **kwargs)
+    for g, e in zip(got, run("cpu", tensors, mask, **kwargs)):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+    assert FUSED not in routes.counts
+
+
+def test_the_cpu_kernel_is_queued_when_it_draws_no_randomness():
+    # Tagged nondeterministic_seeded, it could draw from the CPU's generator:
+    # such calls run synchronised, seeded from the device's. At dropout_p=0 it
+    # draws nothing and is queued like any kernel; with dropout the call runs
+    # synchronised and refuses as the CPU does.
+    q = torch.randn(1, 2, 4, 8, device="simhpu")
+    with torch.simhpu.op_routes() as routes:
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, 0.0)
+        with pytest.raises(RuntimeError, match="do not support dropout > 0"):
+            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, 0.5)
+    assert routes.counts[FUSED]["reference"] == 1  # the refused call raised at the call: synchronised
+    torch.testing.assert_close((q + 1).cpu(), q.cpu() + 1)  # the device goes on
+
+
+def test_fused_attention_gradcheck():
+    tensors, _ = inputs(torch.float64, lengths=(5, 6))
+    leaves = [t.to("simhpu").requires_grad_() for t in tensors]
+    assert torch.autograd.gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                    leaves)
+
+
+def test_fused_attention_compiled_matches_eager():
+    torch._dynamo.reset()
+    tensors, mask = inputs(mask="float")
+
+    def step(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m) * 2
+
+    def grads(fn):
+        leaves = [t.to("simhpu").requires_grad_() for t in tensors]
+        out = fn(*leaves, mask.to("simhpu"))
+        out.sum().backward()  # the compiled backward
+        return [out.detach().cpu()] + [t.grad.cpu() for t in leaves]
+
+    for c, e in zip(grads(torch.compile(step)), grads(step)):
+        torch.testing.assert_close(c, e, atol=1e-5, rtol=1e-5)
+
+
+def test_simulated_time_prices_fused_attention_by_its_flops():
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+    tensors, _ = inputs()
+    q, k, v = [t.to("simhpu").requires_grad_() for t in tensors]
+    with torch.simhpu.simulate("h100-sxm") as sim:
+        F.scaled_dot_product_attention(q, k, v).sum().backward()
+    by_op = {x.op: x for x in sim.launches}
+    forward = by_op["aten::_scaled_dot_product_flash_attention_for_cpu"]
+    backward = by_op["aten::_scaled_dot_product_flash_attention_for_cpu_backward"]
+    assert forward.work == backward.work == "matrix"
+    assert forward.flops == sdpa_flop_count(q.shape, k.shape, v.shape)
+    assert backward.flops == sdpa_backward_flop_count(q.shape, q.shape, k.shape, v.shape)
