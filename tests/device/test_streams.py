@@ -222,6 +222,7 @@ FULL_RING_AND_A_SECOND_THREAD = """
 import threading, time, torch, torch_simhpu
 s = torch.simhpu.Stream()
 one = torch.ones(8, device="simhpu")
+s.wait_stream(torch.simhpu.current_stream())  # `one` is written on the default stream
 
 def second():
     time.sleep(0.05)  # by then the main thread waits for room in the full ring
