@@ -29,6 +29,12 @@ constexpr auto kHostSpin = std::chrono::microseconds(20);
 // How many slots a producer that finds the ring full waits to have cleared.
 constexpr uint64_t kRoomPerWait = 64;
 
+// Finished launches' storages go back to the allocator this many launches at a
+// time: asking how far the worker got reads a cache line the worker writes on
+// every record, a miss of about a core-to-core hand-off (synchronisation, and an
+// allocation that finds the device full, release them all at once).
+constexpr uint64_t kReleaseBatch = 16;
+
 thread_local bool on_worker_thread = false;  // also while a host thread runs records
 thread_local bool is_stream_worker = false;
 
@@ -110,15 +116,24 @@ LaunchRecord& LaunchQueue::claim() {
     worker_ = std::thread([this] { work(); });
   }
   const uint64_t position = tail_.load(std::memory_order_relaxed);
-  if (holding_ > 0) {
+  if (holding_ > 0 && position - released_ >= kReleaseBatch) {
     release_finished_locked();
   }
   if (position - released_ == kQueueCapacity) {
-    GilRelease no_gil;
-    // Room for a batch, not one slot: a host that runs the records itself
-    // (the worker not running) then alternates batches of launches and runs.
-    wait_until_done(position - kQueueCapacity + kRoomPerWait);
-    release_finished_locked();
+    // The slot to fill is the oldest not yet cleared.
+    if (seen_done_ <= released_) {
+      seen_done_ = done_.load(std::memory_order_acquire);
+    }
+    if (seen_done_ <= released_) {
+      GilRelease no_gil;
+      // Room for a batch, not one slot: a host that runs the records itself
+      // (the worker not running) then alternates batches of launches and runs.
+      wait_until_done(position - kQueueCapacity + kRoomPerWait);
+      seen_done_ = done_.load(std::memory_order_acquire);
+    }
+    // Only this slot: the others are cleared as they come round, so a producer
+    // never stops to clear the whole ring while the worker waits for it.
+    clear_slot(released_++);
   }
   return ring_[position % kQueueCapacity];
 }
@@ -190,14 +205,18 @@ void LaunchQueue::lock_producers() {
 }
 
 void LaunchQueue::release_finished_locked() {
-  const uint64_t done = done_.load(std::memory_order_acquire);
-  for (; released_ < done; ++released_) {
-    LaunchRecord& record = ring_[released_ % kQueueCapacity];
-    if (record.holds_references()) {
-      --holding_;
-    }
-    record.clear();
+  seen_done_ = done_.load(std::memory_order_acquire);
+  while (released_ < seen_done_) {
+    clear_slot(released_++);
   }
+}
+
+void LaunchQueue::clear_slot(uint64_t position) {
+  LaunchRecord& record = ring_[position % kQueueCapacity];
+  if (record.holds_references()) {
+    --holding_;
+  }
+  record.clear();
 }
 
 void LaunchQueue::wait_until_done(uint64_t target) {

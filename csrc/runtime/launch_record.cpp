@@ -93,19 +93,35 @@ std::optional<std::string> run_record(LaunchRecord& record) {
 }
 
 void LaunchRecord::clear() {
+  // The fields on the slot's first cache line are written by every launch
+  // anyway; past it, only what differs from an empty record is written: the
+  // worker's core read the slot last, and each line written here must be taken
+  // back from it.
   kind = Kind::Kernel;
   kernel = nullptr;
   op_name = "";
-  args.clear();
-  keep_alive.clear();
-  event.reset();
-  event_version = 0;
-  payload = nullptr;
-  payload_owner.reset();
-  written_storages = 0;
-  site = LaunchSite();
   queued_ns = -1;
   correlation = 0;
+  keep_alive.clear();
+  if (!args.empty()) {
+    args.clear();
+  }
+  if (event) {
+    event.reset();
+    event_version = 0;
+  }
+  if (payload != nullptr) {
+    payload = nullptr;
+  }
+  if (payload_owner) {
+    payload_owner.reset();
+  }
+  if (written_storages != 0) {
+    written_storages = 0;
+  }
+  if (site.code != nullptr || site.instruction != 0) {
+    site = LaunchSite();
+  }
 }
 
 } // namespace simhpu
