@@ -183,6 +183,27 @@ def test_device_synchronize_reports_the_failures_of_every_stream_at_once():
     torch.testing.assert_close(y.cpu(), torch.full((4,), 3.0))
 
 
+def test_ring_comes_round_over_records_that_hold_nothing():
+    """Slots that hold no storage are cleared only when the ring comes round to them, and
+    finished launches' storages are released in batches: thousands of empty records
+    between real launches, over several turns of the 1,024-slot ring, keep the results
+    and the memory right."""
+    gc.collect()
+    torch.simhpu.synchronize()
+    baseline = torch.simhpu.memory_allocated()
+    acc = torch.zeros(1000, device="simhpu")
+    one = torch.ones(1000, device="simhpu")
+    for turn in range(6):
+        torch_simhpu._C._launch_empty_kernels(700 + 37 * turn)  # not a multiple of the ring
+        for _ in range(5 + turn):
+            acc = torch_simhpu.npu_add_custom(acc, one)
+            torch_simhpu.npu_add_custom(acc, one)  # a temporary Python drops at once
+    torch.testing.assert_close(acc.cpu(), torch.full((1000,), float(sum(5 + t for t in range(6)))))
+    del acc, one
+    torch.simhpu.synchronize()
+    assert torch.simhpu.memory_allocated() == baseline
+
+
 def test_many_threads_on_two_streams():
     """8 Python threads launch 10,000 ops across 2 streams: results right, no memory left behind."""
     # Tensors of earlier tests held by reference cycles (tracebacks of expected
