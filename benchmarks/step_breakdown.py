@@ -1,6 +1,6 @@
-"""Where an eager training step's time goes, per thread (issue 27).
+"""Where a training step's time goes, per thread (issue 27).
 
-    python benchmarks/step_breakdown.py [--model gpt2|cnn] [--device simhpu|cpu] [--steps N]
+    python benchmarks/step_breakdown.py [--model gpt2|cnn] [--compiled] [--device simhpu|cpu] [--steps N]
 
 Runs the step N times after a warm-up and reads, for every thread of the
 process, the kernel's scheduler accounting (/proc/self/task/*/schedstat): the
@@ -8,8 +8,10 @@ time it ran on a CPU and the time it was runnable but waiting for one. Threads
 are grouped by what they are: the launching (main) thread; the stream workers
 and the OpenMP helpers their kernels start (named "simhpuD.sS", which helpers
 inherit); the main thread's OpenMP helpers and other host threads. With
---device simhpu it also reads the runtime's trace: how long the workers ran
-kernels, and how long launches waited in their queues.
+--device simhpu it then runs N more steps under the runtime's trace (which
+slows them: its figures are for those steps) and reads how long the workers ran
+kernels, and how long launches waited in their queues. --compiled (GPT-2 only)
+runs forward+backward and the optimizer step under torch.compile.
 
 Per step, against the wall time: a thread group's "ran" beyond the wall time
 means it ran on both cores at once; "waited for a core" is time it could have
@@ -70,15 +72,18 @@ def cnn_step(device):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=("gpt2", "cnn"), default="gpt2")
+    parser.add_argument("--compiled", action="store_true", help="the GPT-2 step under torch.compile")
     parser.add_argument("--device", choices=("simhpu", "cpu"), default="simhpu")
     parser.add_argument("--steps", type=int, default=20)
     options = parser.parse_args()
     if options.device == "simhpu":
         import torch_simhpu  # noqa: F401
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if options.compiled and options.model != "gpt2":
+        parser.error("--compiled: only the GPT-2 step has a compiled form here")
     if options.model == "gpt2":
-        from tiny_gpt2 import training_step
-        step = training_step(options.device)
+        from tiny_gpt2 import compiled_training_step, training_step
+        step = (compiled_training_step if options.compiled else training_step)(options.device)
     else:
         step = cnn_step(options.device)
 
@@ -91,15 +96,9 @@ def main():
     sync()
     before = threads()
     start = time.perf_counter()
-    trace = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
-    if options.device == "simhpu":
-        with torch.simhpu.trace(trace):
-            for _ in range(options.steps):
-                step()
-            sync()
-    else:
-        for _ in range(options.steps):
-            step()
+    for _ in range(options.steps):
+        step()
+    sync()
     wall = (time.perf_counter() - start) / options.steps
     after = threads()
 
@@ -110,7 +109,8 @@ def main():
         ran[group] += r - r0
         waited[group] += w - w0
         count[group] += 1
-    print(f"{options.model} eager training step on {options.device}, {os.cpu_count()} CPUs, "
+    kind = "compiled" if options.compiled else "eager"
+    print(f"{options.model} {kind} training step on {options.device}, {os.cpu_count()} CPUs, "
           f"{torch.get_num_threads()} intra-op threads: {wall * 1e3:.2f} ms per step (wall)")
     print(f"{'threads':<52} {'count':>5} {'ran ms':>8} {'waited for a core ms':>21}")
     for group in sorted(ran):
@@ -118,16 +118,23 @@ def main():
               f"{waited[group] / 1e6 / options.steps:>21.2f}")
     if options.device == "simhpu":
         import json
+        trace = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
+        start = time.perf_counter()
+        with torch.simhpu.trace(trace):
+            for _ in range(options.steps):
+                step()
+            sync()
+        traced_wall = (time.perf_counter() - start) / options.steps
         with open(trace) as f:
             events = json.load(f)["traceEvents"]
+        os.unlink(trace)
         kernels = [e for e in events if e.get("cat") == "kernel"]
         queued = [e for e in events if e.get("cat") == "queue"]
         busy = sum(e["dur"] for e in kernels) / 1e3 / options.steps
         mean_wait = sum(e["dur"] for e in queued) / max(len(queued), 1) / 1e3
-        print(f"kernels per step {len(kernels) / options.steps:.0f}: workers ran kernels {busy:.2f} ms per step "
-              f"({100 * busy / (wall * 1e3):.0f}% of the wall time); a launch waited {mean_wait:.2f} ms in its "
-              f"queue on average (how far the host ran ahead)")
-    os.unlink(trace)
+        print(f"traced ({traced_wall * 1e3:.2f} ms per step): kernels per step {len(kernels) / options.steps:.0f}, "
+              f"workers ran kernels {busy:.2f} ms per step ({100 * busy / (traced_wall * 1e3):.0f}% of the wall "
+              f"time); a launch waited {mean_wait:.2f} ms in its queue on average (how far the host ran ahead)")
 
 
 if __name__ == "__main__":

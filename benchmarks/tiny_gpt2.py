@@ -1,12 +1,12 @@
-"""The tiny GPT-2 eager training step several benchmarks time (2 layers, 128
-wide, vocabulary 512, batch 8x64, AdamW, dropout off), from a fixed start."""
+"""The tiny GPT-2 training step several benchmarks time (2 layers, 128 wide,
+vocabulary 512, batch 8x64, AdamW, dropout off), from a fixed start: eager, or
+with forward+backward and the optimizer step each under torch.compile."""
 import warnings
 
 import torch
 
 
-def training_step(device):
-    """A function that runs one training step on `device` (needs transformers)."""
+def _model_batch_optimizer(device):
     import transformers
     transformers.logging.set_verbosity_error()
     warnings.filterwarnings("ignore")
@@ -15,10 +15,35 @@ def training_step(device):
                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     model = transformers.GPT2LMHeadModel(config).to(device)
     batch = torch.randint(0, 512, (8, 64), generator=torch.Generator().manual_seed(1)).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return model, batch, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+
+def training_step(device):
+    """A function that runs one eager training step on `device` (needs transformers)."""
+    model, batch, optimizer = _model_batch_optimizer(device)
 
     def step():
         optimizer.zero_grad()
         model(input_ids=batch, labels=batch).loss.backward()
         optimizer.step()
+    return step
+
+
+def compiled_training_step(device):
+    """The same step with forward+backward and the optimizer step each under
+    torch.compile, as benchmarks/graph_mode.py times it (the first call compiles)."""
+    model, batch, optimizer = _model_batch_optimizer(device)
+
+    @torch.compile
+    def forward_backward():
+        model(input_ids=batch, labels=batch).loss.backward()
+
+    @torch.compile
+    def optimizer_step():
+        optimizer.step()
+
+    def step():
+        forward_backward()
+        optimizer_step()
+        optimizer.zero_grad()
     return step
