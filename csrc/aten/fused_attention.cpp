@@ -10,17 +10,15 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/native/transformers/sdp_utils.h>  // defines its functions: one translation unit only
 #include <ATen/ops/_fused_sdp_choice_native.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
-#include <algorithm>
 #include <array>
-#include <numeric>
 
 namespace simhpu::attention {
 namespace {
@@ -42,21 +40,12 @@ int64_t fused_sdp_choice(const Tensor& query, const Tensor& key, const Tensor& v
 }
 
 // `t` in the layout the operators' meta kernels promise (compiled graphs check
-// their outputs' strides against them): `like`'s dimension order, dense.
+// their outputs' strides against them): `like`'s, as PyTorch's own SDPA
+// kernels allocate their outputs.
 Tensor laid_out_like(const Tensor& t, const Tensor& like) {
-  std::vector<int64_t> order(like.dim());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
-  std::vector<int64_t> strides(like.dim());
-  int64_t stride = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    strides[*it] = stride;
-    stride *= t.size(*it);
-  }
-  if (t.strides() == c10::IntArrayRef(strides)) {
-    return t;
-  }
-  return at::empty_strided(t.sizes(), strides, t.options()).copy_(t);
+  Tensor laid_out;
+  at::native::alloc_with_matching_layout(like, laid_out, t.sizes().vec());
+  return laid_out.strides() == t.strides() ? t : laid_out.copy_(t);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> forward(

@@ -125,3 +125,24 @@ def test_simulated_time_prices_fused_attention_by_its_flops():
     assert forward.work == backward.work == "matrix"
     assert forward.flops == sdpa_flop_count(q.shape, k.shape, v.shape)
     assert backward.flops == sdpa_backward_flop_count(q.shape, q.shape, k.shape, v.shape)
+
+
+def test_the_overrideable_operators_refuse_what_they_cannot_carry_and_the_device_goes_on():
+    """Called directly (scaled_dot_product_attention never asks them to), the operators
+    refuse dropout, a debug mask and a mask's gradient with the operator and the reason."""
+    (q, k, v), _ = inputs()
+    q, k, v = (t.to("simhpu") for t in (q, k, v))
+    forward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    with pytest.raises(RuntimeError, match="_scaled_dot_product_fused_attention_overrideable on simhpu: dropout_p "
+                                           "must be 0 .got 0.5"):
+        forward(q, k, v, None, 0.5)
+    with pytest.raises(RuntimeError, match="overrideable on simhpu: no debug mask"):
+        forward(q, k, v, None, 0.0, False, True)
+    out, logsumexp = forward(q, k, v, None)[:2]
+    bias, none = torch.zeros(16, 16, device="simhpu"), torch.empty(0, device="simhpu")
+    with pytest.raises(RuntimeError, match="overrideable_backward on simhpu: no gradient for attn_bias"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+            torch.ones_like(out), q, k, v, bias, [True, True, True, True], out, logsumexp, none, none, 16, 16,
+            0.0, False, none, none)
+    cpu_out = F.scaled_dot_product_attention(*(t.cpu() for t in (q, k, v)))
+    torch.testing.assert_close(out.cpu(), cpu_out)  # the refusals left the device usable
