@@ -16,31 +16,12 @@ import tempfile
 COMPILED_GPT2_STEP = """
 import sys, time, warnings
 warnings.filterwarnings("ignore")
-import torch, transformers
-transformers.logging.set_verbosity_error()
-device = sys.argv[1]
-torch.manual_seed(0)
-config = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=512, n_positions=64,
-                                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-model = transformers.GPT2LMHeadModel(config).to(device)
-batch = torch.randint(0, 512, (8, 64), generator=torch.Generator().manual_seed(1)).to(device)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-
-@torch.compile
-def forward_backward(batch):
-    loss = model(input_ids=batch, labels=batch).loss
-    loss.backward()
-    return loss
-
-@torch.compile
-def optimizer_step():
-    opt.step()
-
-def step():
-    loss = forward_backward(batch)
-    optimizer_step()
-    opt.zero_grad()
-    return loss
+import torch
+device, benchmarks = sys.argv[1:3]
+sys.path.insert(0, benchmarks)
+from tiny_gpt2 import compiled_step, model_batch_optimizer
+model, batch, opt = model_batch_optimizer(device)
+step = compiled_step(model, batch, opt)
 
 def drain():
     if device != "cpu":
@@ -77,8 +58,9 @@ print(best, compile_seconds, launches, first_loss, float(step()))
 
 def compiled_gpt2_step(device, **env):
     with tempfile.TemporaryDirectory() as cache:
-        out = subprocess.run([sys.executable, "-c", COMPILED_GPT2_STEP, device], capture_output=True, text=True,
-                             check=True, cwd=os.path.dirname(sys.executable),
+        benchmarks = os.path.dirname(os.path.abspath(__file__))
+        out = subprocess.run([sys.executable, "-c", COMPILED_GPT2_STEP, device, benchmarks], capture_output=True,
+                             text=True, check=True, cwd=os.path.dirname(sys.executable),
                              env=dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, **env))
     step, compile_seconds, launches, first_loss, last_loss = out.stdout.split()[-5:]
     return float(step), float(compile_seconds), int(launches), float(first_loss), float(last_loss)

@@ -6,7 +6,8 @@ import warnings
 import torch
 
 
-def _model_batch_optimizer(device):
+def model_batch_optimizer(device):
+    """The model, its input batch and its optimizer on `device` (needs transformers)."""
     import transformers
     transformers.logging.set_verbosity_error()
     warnings.filterwarnings("ignore")
@@ -20,7 +21,7 @@ def _model_batch_optimizer(device):
 
 def training_step(device):
     """A function that runs one eager training step on `device` (needs transformers)."""
-    model, batch, optimizer = _model_batch_optimizer(device)
+    model, batch, optimizer = model_batch_optimizer(device)
 
     def step():
         optimizer.zero_grad()
@@ -32,18 +33,24 @@ def training_step(device):
 def compiled_training_step(device):
     """The same step with forward+backward and the optimizer step each under
     torch.compile, as benchmarks/graph_mode.py times it (the first call compiles)."""
-    model, batch, optimizer = _model_batch_optimizer(device)
+    return compiled_step(*model_batch_optimizer(device))
 
+
+def compiled_step(model, batch, optimizer):
+    """A function that runs one compiled training step of `model` and returns its loss."""
     @torch.compile
-    def forward_backward():
-        model(input_ids=batch, labels=batch).loss.backward()
+    def forward_backward(batch):
+        loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        return loss
 
     @torch.compile
     def optimizer_step():
         optimizer.step()
 
     def step():
-        forward_backward()
+        loss = forward_backward(batch)
         optimizer_step()
         optimizer.zero_grad()
+        return loss
     return step
