@@ -91,9 +91,15 @@ def stub_type(arg: Argument) -> str:
     return _STUB[base_type(arg.type)]
 
 
+# Named int defaults of ATen's schemas (at::Reduction), by value.
+_INT_CONSTANTS = {"Mean": 1, "Sum": 2}
+
+
 def cpp_default(arg: Argument) -> str:
     """The default as a C++ expression for pybind11's py::arg(...) = ..."""
     text = arg.default
+    if text in _INT_CONSTANTS:
+        return str(_INT_CONSTANTS[text])
     if text == "None":
         return "pybind11::none()"
     if text in ("True", "False"):
@@ -109,6 +115,8 @@ def cpp_default(arg: Argument) -> str:
 
 def python_default(arg: Argument) -> str:
     text = arg.default
+    if text in _INT_CONSTANTS:
+        return str(_INT_CONSTANTS[text])
     if _is_list(str(arg.type)) and not text.startswith("["):
         return f"[{text}]"
     return text
@@ -132,6 +140,8 @@ def check_default(arg: Argument) -> tuple[str, str] | None:
     base = schema_type.rstrip("?")
     if base in ("Tensor", "Tensor[]", "ScalarType"):
         return f"{where} can only default to None", "write =None, and make the type optional"
+    if base == "int" and text in _INT_CONSTANTS:
+        return None
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -149,10 +159,14 @@ def check_default(arg: Argument) -> tuple[str, str] | None:
         items = value if isinstance(value, list) else [value]
         ok = all(isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1] for v in items)
         size = re.search(r"\[(\d+)\]", str(arg.type))
-        if ok and size and isinstance(value, list) and len(value) != int(size.group(1)):
+        # int[1] is ATen's "one int or a list" (the matrix norms' dim=[-2,-1]); a larger size
+        # is a fixed count, which a single value fills; [] is "none given" (amax's dim=[],
+        # a pooling's stride=[]: the kernel size).
+        fixed = size is not None and int(size.group(1)) > 1
+        if ok and fixed and isinstance(value, list) and value and len(value) != int(size.group(1)):
             # int[2] x=[1, 2, 3]: PyTorch's parser would take it, and C++ would get three values for two.
             return (f"{where} has the default {text[:40]}, of {len(value)} value(s) where the type holds "
-                    f"{size.group(1)}", f"write {size.group(1)} values, or one value for all (={value[0]})")
+                    f"{size.group(1)}", f"write {size.group(1)} values, or one value for all (e.g. =1)")
     else:
         ok = False
     return None if ok else (f"{where} has the default '{text[:40]}', which is not a valid {base}", _default_fix(base))

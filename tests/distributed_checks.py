@@ -608,3 +608,39 @@ def simulated_all_reduce_orders_the_streams(rank, world):
     assert projected[8] < projected[64] < projected[1024]
     del z
     return collective.duration
+
+
+def fsdp2_step_makes_no_device_wide_wait(rank, world):
+    """FSDP2 frees each block's unsharded parameters after its forward and
+    backward (untyped_storage().resize_(0)) and grows them again before the next
+    all-gather: on CUDA none of that makes the host wait for the device. Counts
+    the device-wide waits of a whole training step (the data's blocking copies
+    wait for one stream, not the device), and checks the step still learns."""
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()) for _ in range(3)])
+    model.to(device())
+    for block in model:
+        fully_shard(block)
+    fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x.to(device())), y.to(device()))
+        loss.backward()
+        opt.step()
+        return loss
+
+    first = step().item()  # the first step builds FSDP's state
+    before = torch_simhpu._C._device_wide_waits()
+    for _ in range(2):
+        loss = step()
+    waits = torch_simhpu._C._device_wide_waits() - before
+    last = loss.item()
+    assert waits == 0, f"{waits} device-wide waits in two FSDP2 steps"
+    assert last < first, (first, last)
+    return waits

@@ -1,5 +1,6 @@
 #include "aten/call_device.h"
 
+#include "aten/op_rules.h"
 #include "runtime/device.h"
 
 #include <ATen/core/List.h>
@@ -66,7 +67,8 @@ c10::Device call_device(const ReferenceOp& ref, torch::jit::Stack* stack, size_t
         c10::List<std::optional<at::Tensor>> list;
         for (const c10::IValue& e : arg.toListRef()) {
           if (e.isTensor() && e.toTensor().defined() && e.toTensor().is_cpu()) {
-            list.push_back(e.toTensor().to(*device));
+            // A private copy only this launch reads: staged and queued, no host wait.
+            list.push_back(rules::staged_to_device(e.toTensor(), *device, e.toTensor().scalar_type()));
             moved = true;
           } else {
             if (e.isTensor()) check(e.toTensor(), i, false);

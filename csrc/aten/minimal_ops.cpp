@@ -6,6 +6,7 @@
 #include "aten/op_routes.h"
 #include "aten/resize.h"
 #include "runtime/device.h"
+#include "runtime/events.h"
 #include "runtime/pinned_memory.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
@@ -183,6 +184,34 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
       simclock::hint(cost);
     }
     EXEC_CMD_FOR(kCopyFrom, copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), written(dst));
+    if (!src_on_device && !non_blocking && !self.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // CUDA's blocking copy from the host waits for its stream: the data is on
+      // the device when copy_ returns, so any stream may read it with no other
+      // ordering. (A Python number moved for a kernel is that kernel's argument
+      // on the part, not a transfer the program made: no wait.)
+      count_route(kCopyFrom, Route::Synchronized);
+      synchronize_stream(current_stream(dst.device().index()));
+    }
+    return dst;
+  }
+  if (src_on_device && dst_on_device) {
+    // Between two devices, as CUDA copies: each device's current stream waits
+    // for the other's work so far, and the copy runs on the source's, so no
+    // host waits (blocking or not: the result is on a device either way).
+    const c10::Stream source_stream = current_stream(self.device().index());
+    const c10::Stream destination_stream = current_stream(dst.device().index());
+    void* destination_ready = nullptr;
+    record_event(&destination_ready, destination_stream);
+    block_on_event(destination_ready, source_stream);
+    destroy_event(destination_ready);
+    {
+      const c10::DeviceGuard guard(self.device());
+      EXEC_CMD_FOR(kCopyFrom, copy, self, written(dst));
+    }
+    void* copied = nullptr;
+    record_event(&copied, source_stream);
+    block_on_event(copied, destination_stream);
+    destroy_event(copied);
     return dst;
   }
   if (src_on_device && !dst_on_device && non_blocking && is_pinned(dst.data_ptr())) {
@@ -198,19 +227,15 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     EXEC_CMD_FOR(kCopyFrom, copy, self, written(dst));
     return dst;
   }
-  // Out of the device, or between devices: the host reads device memory, so
-  // the current streams involved must drain first (as a CUDA copy would).
+  // Out of the device (blocking, or into pageable memory): the host reads
+  // device memory, so the source's current stream drains first (as CUDA's
+  // copy synchronises its stream).
+  TORCH_INTERNAL_ASSERT(src_on_device && !dst_on_device);
   count_route(kCopyFrom, Route::Synchronized);
-  if (src_on_device) {
-    synchronize_stream(current_stream(self.device().index()));
-  }
-  if (dst_on_device) {
-    synchronize_stream(current_stream(dst.device().index()));
-  }
+  synchronize_stream(current_stream(self.device().index()));
   check_defined(self, "copy_");
-  if (sanitizer::enabled()) {  // the host itself reads the source and writes the destination
-    if (src_on_device) sanitizer::on_host_access(describe_tensor(self), false, kCopyFrom);
-    if (dst_on_device) sanitizer::on_host_access(describe_tensor(dst), true, kCopyFrom);
+  if (sanitizer::enabled()) {  // the host itself reads the source
+    sanitizer::on_host_access(describe_tensor(self), false, kCopyFrom);
   }
   copy_on_host(self, dst);
   if (simclock::enabled()) {  // the host waited for the transfer too
@@ -229,6 +254,9 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
   count_route("aten::_local_scalar_dense", Route::Synchronized);
   synchronize_stream(current_stream(self.device().index()));
   check_defined(self, "item");
+  if (sanitizer::enabled()) {  // the host reads the value: a stream other than the current one may still write it
+    sanitizer::on_host_access(describe_tensor(self), false, "aten::_local_scalar_dense");
+  }
   return describe_tensor(self).cpu_view().item();
 }
 

@@ -1,5 +1,7 @@
 #include "aten/op_rules.h"
 
+#include "runtime/pinned_memory.h"
+
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
@@ -449,6 +451,13 @@ void check_one_device(const char* op, std::initializer_list<at::Tensor> tensors)
   }
 }
 
+at::Tensor staged_to_device(const at::Tensor& host, c10::Device device, c10::ScalarType dtype) {
+  // A non_blocking copy from pageable memory is staged at once (the caller may
+  // reuse the tensor); a pinned one would be read later, so it is cloned first.
+  const at::Tensor source = host.is_cpu() && is_pinned(host.data_ptr()) ? host.clone() : host;
+  return source.to(device, dtype, /*non_blocking=*/true);
+}
+
 c10::Device operands_device(std::initializer_list<at::Tensor> tensors) {
   for (const auto& t : tensors) {
     if (t.is_privateuseone()) {
@@ -459,7 +468,9 @@ c10::Device operands_device(std::initializer_list<at::Tensor> tensors) {
 }
 
 at::Tensor as_operand(const at::Tensor& t, c10::Device device, c10::ScalarType dtype) {
-  return t.to(device, dtype);
+  // A host scalar becomes the kernel's argument: staged and queued, as the
+  // part takes it with the launch; no blocking transfer, so no host wait.
+  return staged_to_device(t, device, dtype);
 }
 
 } // namespace simhpu::rules

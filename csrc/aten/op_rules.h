@@ -151,4 +151,8 @@ bool stub_runs_natively(std::initializer_list<at::Tensor> read, std::initializer
 // `t` on `device` with `dtype` (moves wrapped CPU scalars, casts if needed).
 at::Tensor as_operand(const at::Tensor& t, c10::Device device, c10::ScalarType dtype);
 
+// A host tensor moved to the device for one launch only: queued, never a
+// blocking transfer (the host does not wait).
+at::Tensor staged_to_device(const at::Tensor& host, c10::Device device, c10::ScalarType dtype);
+
 } // namespace simhpu::rules

@@ -1,34 +1,49 @@
 #include "aten/resize.h"
 
-#include "aten/op_routes.h"
-#include "runtime/device_memory.h"
 #include "runtime/streams.h"
+#include "sanitizer/stream_sanitizer.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace simhpu {
+namespace {
 
+// `bytes` bytes of `storage` as a Byte tensor, for copying between storages.
+at::Tensor leading_bytes(c10::Storage storage, size_t bytes) {
+  at::Tensor view = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(storage.device()));
+  return view.set_(std::move(storage), 0, {static_cast<int64_t>(bytes)}, {1});
+}
+
+} // namespace
+
+// As CUDA resizes a storage: the host never waits. A new block is taken from
+// the allocator; the bytes kept are copied on the current stream, after the
+// work queued on it; and the old block is freed as the program sees it (its
+// next use on the allocation stream is ordered after what that stream queued),
+// while its memory stays held until every stream has run what it queued, since
+// those launches reach it by address once the storage no longer holds it.
+// This is FSDP's free of unsharded parameters, every layer, every step.
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   TORCH_CHECK(storage.resizable(), "simhpu: trying to resize a storage that is not resizable");
-  // The old contents are copied on the host, so kernels still writing them
-  // must finish; an empty storage (a fresh out= tensor) has nothing to keep.
-  if (storage.nbytes() > 0) {
-    count_route("resize (growing a storage that holds data)", Route::Synchronized);
-    synchronize_device(storage.device().index());
-  }
-  const c10::DeviceGuard guard(storage.device());
-  at::DataPtr fresh = storage.allocator()->allocate(new_bytes);
-  const size_t keep = std::min(new_bytes, storage.nbytes());
+  const c10::Device device = storage.device();
+  const c10::DeviceGuard guard(device);
+  const size_t old_bytes = storage.nbytes();
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  at::DataPtr old = impl->set_data_ptr(storage.allocator()->allocate(new_bytes));
+  impl->set_nbytes(new_bytes);
+  if (old.get() == nullptr) return;  // nothing was held (an empty storage, a fresh out= tensor)
+  if (sanitizer::enabled()) sanitizer::on_free(device.index(), old.get());
+  const c10::Storage retired(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), old_bytes, std::move(old), storage.allocator(), /*resizable=*/false));
+  const size_t keep = std::min(new_bytes, old_bytes);
   if (keep > 0) {
-    const c10::DeviceIndex device = storage.device().index();
-    std::memcpy(host_address(device, fresh.get()), host_address(device, storage.data()), keep);
+    leading_bytes(storage, keep).copy_(leading_bytes(retired, keep));
   }
-  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
-  storage.unsafeGetStorageImpl()->set_nbytes(new_bytes);
+  hold_until_streams_pass(device.index(), retired);
 }
 
 void ensure_storage_fits(const at::Tensor& self) {

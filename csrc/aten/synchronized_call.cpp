@@ -74,6 +74,8 @@ void write_back(const at::Tensor& device_tensor, const at::Tensor& host) {
     device_tensor.unsafeGetTensorImpl()->set_sizes_and_strides(host.sizes(), host.strides(),
                                                                device_tensor.storage_offset());
     ensure_storage_fits(device_tensor);
+    // A grown storage's old bytes are copied on the stream: the host writes after.
+    synchronize_stream(current_stream(device_tensor.device().index()));
   }
   describe_tensor(device_tensor).cpu_view().copy_(host);
 }

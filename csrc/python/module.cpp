@@ -154,6 +154,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", [](int64_t index) { simhpu::set_device(simhpu::device_arg(index, "set_device")); });
   m.def("_synchronize", [](int64_t index) { simhpu::synchronize_device(simhpu::device_arg(index, "synchronize")); });
   m.def("_synchronize_all", &simhpu::synchronize_all_devices);
+  m.def("_device_wide_waits", &simhpu::device_wide_waits);
   m.def("_launch_blocking", &simhpu::launch_blocking);
   m.def("_is_in_bad_fork", &simhpu::in_bad_fork);
   m.def("_strict_mode", &simhpu::strict_mode);

@@ -3,6 +3,7 @@
 // launch record holds these, never at::Tensor, so kernels run without touching
 // the dispatcher or reference counts of the host-side tensor objects.
 #include "runtime/device_memory.h"
+#include "runtime/pinned_memory.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
@@ -65,10 +66,17 @@ using KernelArg = std::variant<
 using KernelArgs = c10::SmallVector<KernelArg, 6>;
 
 // The descriptor of a tensor's memory as a kernel sees it: device tensors are
-// reached through their device's host view (see device_memory.h).
+// reached through their device's host view (see device_memory.h), pinned host
+// tensors through the kernels' view of their block (see pinned_memory.h).
 inline DeviceTensor describe_tensor(const at::Tensor& t) {
   DeviceTensor d;
-  d.data = t.is_privateuseone() ? host_address(t.device().index(), t.data_ptr()) : t.data_ptr();
+  if (t.is_privateuseone()) {
+    d.data = host_address(t.device().index(), t.data_ptr());
+  } else if (const c10::DataPtr& memory = t.storage().data_ptr(); is_pinned_data(memory)) {
+    d.data = pinned_kernel_address(memory, t.data_ptr());
+  } else {
+    d.data = t.data_ptr();
+  }
   d.dtype = t.scalar_type();
   d.sizes.assign(t.sizes().begin(), t.sizes().end());
   d.strides.assign(t.strides().begin(), t.strides().end());

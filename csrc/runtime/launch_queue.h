@@ -65,6 +65,8 @@ class LaunchQueue {
 
   bool idle() const;
 
+  const c10::Stream& stream() const { return stream_; }
+
   void release_finished();
 
  private:

@@ -64,6 +64,8 @@ std::optional<std::string> run_record(LaunchRecord& record) {
     case LaunchRecord::Kind::WaitEvent:
       record.event->wait_for(record.event_version);
       return std::nullopt;
+    case LaunchRecord::Kind::Hold:
+      return std::nullopt;
     case LaunchRecord::Kind::Kernel:
       break;
   }

@@ -35,7 +35,9 @@ struct KernelDef {
 // argument so their memory cannot be freed, or reused, before it ran; the
 // launching side clears finished slots (see launch_queue.h).
 struct alignas(64) LaunchRecord {
-  enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent };
+  // Hold: runs nothing; it keeps `keep_alive` until its stream reaches it (memory
+  // that pending launches use by address only: see hold_until_streams_pass).
+  enum class Kind : uint8_t { Kernel, RecordEvent, WaitEvent, Hold };
   // What every launch reads and writes comes first, on as few cache lines as
   // possible: a slot moves between the launching core and the worker's.
   // In a stream's ring: position + 1 once the slot holding `position` is

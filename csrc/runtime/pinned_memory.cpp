@@ -4,7 +4,10 @@
 
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -14,9 +17,17 @@ namespace {
 
 constexpr size_t kPageSize = 4096;
 
+// One block: the same pages at two addresses.
+struct PinnedBlock {
+  char* program = nullptr;  // the tensor's data pointer
+  char* kernel = nullptr;   // what launches use
+  size_t size = 0;
+};
+
 struct PinnedBlocks {
   std::mutex mu;
-  std::map<const char*, size_t> by_start;  // block start -> size
+  std::map<const char*, size_t> by_start;           // program view start -> size
+  std::map<const char*, const char*> by_kernel;     // kernel view start -> program view start
 };
 
 PinnedBlocks& blocks() {
@@ -24,31 +35,57 @@ PinnedBlocks& blocks() {
   return *b;
 }
 
-void free_pinned(void* ptr) {
-  sanitizer::on_pinned_free(ptr);  // a guarded block is writable again first
+void free_pinned(void* context) {
+  auto* block = static_cast<PinnedBlock*>(context);
+  sanitizer::on_pinned_free(block->program);  // a guarded block is accessible again first
   {
     std::lock_guard<std::mutex> lock(blocks().mu);
-    blocks().by_start.erase(static_cast<const char*>(ptr));
+    blocks().by_start.erase(block->program);
+    blocks().by_kernel.erase(block->kernel);
   }
-  std::free(ptr);
+  munmap(block->program, block->size);
+  munmap(block->kernel, block->size);
+  delete block;
+}
+
+// Both views of `size` bytes of fresh shared memory, or null.
+PinnedBlock* map_twice(size_t size) {
+  const int fd = memfd_create("simhpu-pinned", MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  auto* block = new PinnedBlock{nullptr, nullptr, size};
+  if (ftruncate(fd, static_cast<off_t>(size)) == 0) {
+    void* program = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* kernel = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (program != MAP_FAILED) block->program = static_cast<char*>(program);
+    if (kernel != MAP_FAILED) block->kernel = static_cast<char*>(kernel);
+  }
+  close(fd);  // the mappings keep the memory
+  if (block->program == nullptr || block->kernel == nullptr) {
+    if (block->program != nullptr) munmap(block->program, size);
+    if (block->kernel != nullptr) munmap(block->kernel, size);
+    delete block;
+    return nullptr;
+  }
+  return block;
 }
 
 class PinnedAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     const size_t size = std::max<size_t>(kPageSize, (nbytes + kPageSize - 1) / kPageSize * kPageSize);
-    void* ptr = std::aligned_alloc(kPageSize, size);
-    TORCH_CHECK_WITH(OutOfMemoryError, ptr != nullptr, "simhpu: could not allocate ", nbytes,
-                     " bytes of pinned host memory");
+    PinnedBlock* block = map_twice(size);
+    TORCH_CHECK_WITH(OutOfMemoryError, block != nullptr, "simhpu: could not allocate ", nbytes,
+                     " bytes of pinned host memory (", std::strerror(errno), ")");
     {
       std::lock_guard<std::mutex> lock(blocks().mu);
-      blocks().by_start[static_cast<const char*>(ptr)] = size;
+      blocks().by_start[block->program] = size;
+      blocks().by_kernel[block->kernel] = block->program;
     }
-    return {ptr, ptr, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+    return {block->program, block, &free_pinned, c10::Device(c10::DeviceType::CPU)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
-    return &free_pinned;
+    return nullptr;  // the data pointer is not the context
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -84,6 +121,26 @@ bool pinned_block_of(const void* ptr, const char** start, size_t* size) {
   *start = it->first;
   *size = it->second;
   return true;
+}
+
+bool is_pinned_data(const c10::DataPtr& data) {
+  return data.get_deleter() == &free_pinned;
+}
+
+void* pinned_kernel_address(const c10::DataPtr& data, const void* ptr) {
+  const auto* block = static_cast<const PinnedBlock*>(data.get_context());
+  return block->kernel + (static_cast<const char*>(ptr) - block->program);
+}
+
+const char* pinned_program_address(const void* kernel_address) {
+  const char* p = static_cast<const char*>(kernel_address);
+  std::lock_guard<std::mutex> lock(blocks().mu);
+  auto it = blocks().by_kernel.upper_bound(p);
+  if (it == blocks().by_kernel.begin()) return nullptr;
+  --it;
+  const char* program = it->second;
+  const size_t size = blocks().by_start[program];
+  return p < it->first + size ? program + (p - it->first) : nullptr;
 }
 
 } // namespace simhpu

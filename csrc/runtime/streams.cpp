@@ -181,10 +181,19 @@ LaunchSlot::~LaunchSlot() {
   }
 }
 
+namespace {
+std::atomic<uint64_t> device_wide_wait_count{0};
+} // namespace
+
+uint64_t device_wide_waits() {
+  return device_wide_wait_count.load(std::memory_order_relaxed);
+}
+
 void drain_launches(c10::DeviceIndex device) {
   if (on_launch_worker()) {
     return;  // a kernel allocating: its own queue cannot drain under it
   }
+  device_wide_wait_count.fetch_add(1, std::memory_order_relaxed);
   if (!capturing_graph()) {
     before_host_wait(device, "drain");  // a cluster launches what it holds, which may free memory
   }
@@ -205,6 +214,19 @@ void synchronize_stream(const c10::Stream& stream) {
   sanitizer::raise_pending();
 }
 
+void hold_until_streams_pass(c10::DeviceIndex device, const c10::Storage& memory) {
+  if (launch_blocking()) return;  // everything launched has run
+  for (auto& q : streams_of(device).queues) {
+    LaunchQueue* queue = q.load();
+    if (queue == nullptr || queue->idle()) continue;
+    LaunchSlot slot(queue->stream(), LaunchSlot::kBypassCapture);
+    slot.record().kind = LaunchRecord::Kind::Hold;
+    slot.record().op_name = "simhpu: hold memory until the stream passes";
+    slot.record().keep_alive.push_back(memory);
+    slot.commit();
+  }
+}
+
 bool query_stream(const c10::Stream& stream) {
   if (!capturing_graph()) {
     before_host_wait(stream.device_index(), "query");
@@ -215,6 +237,7 @@ bool query_stream(const c10::Stream& stream) {
 void synchronize_device(c10::DeviceIndex device) {
   check_device_index(device, "synchronize");
   check_not_forked();
+  device_wide_wait_count.fetch_add(1, std::memory_order_relaxed);
   before_host_wait(device, "synchronizing");
   // Every stream is waited for before any failure is reported, and every
   // stream's failure is reported together: a device synchronisation that raised

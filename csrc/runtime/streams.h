@@ -68,8 +68,20 @@ void drain_launches(c10::DeviceIndex device);
 // raise the first kernel failure it saw.
 void synchronize_stream(const c10::Stream& stream);
 void synchronize_device(c10::DeviceIndex device);
+
+// How many times the host has waited for every stream of a device (a device
+// synchronisation, or the allocator draining the device before it reports out
+// of memory) since the process started. CUDA programs make these rarely; a
+// runtime that made them behind the program's back would hide races and stall.
+uint64_t device_wide_waits();
 void synchronize_all_devices();
 // True if the stream has no queued or running work.
 bool query_stream(const c10::Stream& stream);
+
+// Keeps `memory` alive until every stream of its device has run what was queued
+// on it so far, without waiting: a marker on each busy stream holds it. For
+// memory that queued launches use by address while nothing of theirs holds it
+// (a storage resized in place). Returns at once; idle streams need no marker.
+void hold_until_streams_pass(c10::DeviceIndex device, const c10::Storage& memory);
 
 } // namespace simhpu

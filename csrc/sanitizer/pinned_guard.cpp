@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include <array>
 #include <atomic>
@@ -18,12 +19,25 @@ struct Slot {
   std::atomic<uintptr_t> begin{0};
   std::atomic<size_t> size{0};
   std::atomic<bool> hit{false};
+  std::atomic<bool> wrote{false};
 };
 std::array<Slot, 256> slots;
 std::atomic<bool> hits{false};
-std::mutex mu;  // guard/unguard/take_hits among themselves
+std::mutex mu;  // protect/take_hits among themselves
 struct sigaction previous;
 bool installed = false;
+
+// Whether the faulting access was a write (x86-64 reports it in the page-fault
+// error code; elsewhere a fault is taken as a write, the stricter reading).
+bool fault_was_write(void* context) {
+#if defined(__x86_64__)
+  constexpr long kWriteBit = 2;
+  return (static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_ERR] & kWriteBit) != 0;
+#else
+  (void)context;
+  return true;
+#endif
+}
 
 void on_fault(int signal, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
@@ -31,10 +45,11 @@ void on_fault(int signal, siginfo_t* info, void* context) {
     const uintptr_t begin = slot.begin.load(std::memory_order_acquire);
     if (begin != 0 && address >= begin && address < begin + slot.size.load(std::memory_order_relaxed)) {
       mprotect(reinterpret_cast<void*>(begin), slot.size.load(std::memory_order_relaxed), PROT_READ | PROT_WRITE);
+      if (fault_was_write(context)) slot.wrote.store(true, std::memory_order_relaxed);
       slot.hit.store(true, std::memory_order_release);
       hits.store(true, std::memory_order_release);
       sanitizer::detail::has_pending.store(true, std::memory_order_relaxed);  // the next launch reports it
-      return;  // the write is retried, and now succeeds
+      return;  // the access is retried, and now succeeds
     }
   }
   // Not ours: as the handler before would have.
@@ -57,48 +72,58 @@ void install_once() {
   installed = true;
 }
 
+int protection_of(Access allowed) {
+  switch (allowed) {
+    case Access::None: return PROT_NONE;
+    case Access::Read: return PROT_READ;
+    case Access::ReadWrite: break;
+  }
+  return PROT_READ | PROT_WRITE;
+}
+
 } // namespace
 
-bool guard(uintptr_t begin, size_t size) {
+bool protect(uintptr_t begin, size_t size, Access allowed) {
   std::lock_guard<std::mutex> lock(mu);
-  install_once();
+  Slot* mine = nullptr;
   Slot* free_slot = nullptr;
   for (Slot& slot : slots) {
     const uintptr_t b = slot.begin.load(std::memory_order_relaxed);
-    if (b == begin) return true;  // guarded already
+    if (b == begin) mine = &slot;
     if (b == 0 && free_slot == nullptr && !slot.hit.load(std::memory_order_relaxed)) free_slot = &slot;
   }
-  if (free_slot == nullptr) return false;
-  free_slot->size.store(size, std::memory_order_relaxed);
-  free_slot->begin.store(begin, std::memory_order_release);
-  if (mprotect(reinterpret_cast<void*>(begin), size, PROT_READ) != 0) {
-    free_slot->begin.store(0, std::memory_order_release);
+  if (allowed == Access::ReadWrite) {
+    if (mine == nullptr) return true;
+    mine->begin.store(0, std::memory_order_release);  // retired first: the handler no longer claims it
+    if (!mine->hit.load(std::memory_order_acquire)) mprotect(reinterpret_cast<void*>(begin), size, PROT_READ | PROT_WRITE);
+    mine->hit.store(false, std::memory_order_relaxed);  // (a hit on a block being lifted is dropped)
+    mine->wrote.store(false, std::memory_order_relaxed);
+    return true;
+  }
+  install_once();
+  if (mine == nullptr) {
+    if (free_slot == nullptr) return false;
+    mine = free_slot;
+    mine->size.store(size, std::memory_order_relaxed);
+    mine->begin.store(begin, std::memory_order_release);
+  }
+  if (mprotect(reinterpret_cast<void*>(begin), size, protection_of(allowed)) != 0) {
+    mine->begin.store(0, std::memory_order_release);
     return false;
   }
   return true;
 }
 
-void unguard(uintptr_t begin) {
+std::vector<Hit> take_hits() {
   std::lock_guard<std::mutex> lock(mu);
-  for (Slot& slot : slots) {
-    if (slot.begin.load(std::memory_order_relaxed) != begin) continue;
-    slot.begin.store(0, std::memory_order_release);
-    if (!slot.hit.load(std::memory_order_acquire)) {
-      mprotect(reinterpret_cast<void*>(begin), slot.size.load(std::memory_order_relaxed), PROT_READ | PROT_WRITE);
-    }
-    slot.hit.store(false, std::memory_order_relaxed);  // (a hit on a block being unguarded is dropped)
-  }
-}
-
-std::vector<uintptr_t> take_hits() {
-  std::lock_guard<std::mutex> lock(mu);
-  std::vector<uintptr_t> out;
+  std::vector<Hit> out;
   if (!hits.exchange(false, std::memory_order_acq_rel)) return out;
   for (Slot& slot : slots) {
     if (!slot.hit.load(std::memory_order_acquire)) continue;
-    out.push_back(slot.begin.load(std::memory_order_relaxed));
+    out.push_back({slot.begin.load(std::memory_order_relaxed), slot.wrote.load(std::memory_order_relaxed)});
     slot.begin.store(0, std::memory_order_release);
     slot.hit.store(false, std::memory_order_relaxed);
+    slot.wrote.store(false, std::memory_order_relaxed);
   }
   return out;
 }

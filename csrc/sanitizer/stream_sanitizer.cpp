@@ -77,14 +77,32 @@ struct Block {
   std::vector<Access> accesses;
   c10::ScalarType dtype = c10::ScalarType::Undefined;  // of the last tensor launched on it
   std::string what;  // "Float tensor of shape [4]", the same tensor
+  bool freed = false;  // the program freed it (its memory may still be held for queued launches)
 };
 
-// A pinned host block launches read later, guarded against host writes until
-// the host is ordered after each of them.
-struct PinnedReads {
-  size_t size = 0;
+// A block the program freed while another stream's use of it was not yet
+// ordered before its allocation stream. Real hardware's caching allocator
+// hands it out again on that stream at the next allocation it fits; that is
+// the moment the use must be ordered by (record_stream, or a wait).
+struct FreedBlock {
+  c10::DeviceIndex device = 0;
+  size_t bytes = 0;
+  ActorId allocated_on = kHost;
+  LaunchSite allocated_at, freed_at;
   std::string what;
-  std::vector<Touch> reads;
+  std::vector<Touch> unordered;  // the other streams' uses not yet ordered before the allocation stream
+  c10::Storage hold;  // with poisoning on: the memory, to fill when it is handed out again
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+
+// A pinned host block with launches on it the host is not yet ordered after.
+// Its history is a Block like a device block's (keyed by the kernels' view, which
+// launches use); the program's view is guarded: read-only while launches may
+// read it, no access while they may write it (see pinned_guard.h).
+struct PinnedGuard {
+  uintptr_t kernel_begin = 0;
+  size_t size = 0;
+  pinned::Access allowed = pinned::Access::ReadWrite;
 };
 
 // A freed block to fill on its allocation stream (see before_launch).
@@ -111,7 +129,8 @@ struct State {
   std::unordered_map<const void*, c10::Storage> holds;
   std::vector<PendingPoison> poison_queue;
   std::string pending_raise;  // Raise mode: what a free found, raised at the next launch
-  std::map<uintptr_t, PinnedReads> pinned;  // by block start
+  std::map<uintptr_t, PinnedGuard> pinned;  // by the program view's block start
+  std::vector<FreedBlock> freed;  // oldest first
 
   ActorId actor_of(const c10::Stream& stream) {
     const auto key = std::make_pair(static_cast<int>(stream.device_index()), stream.id());
@@ -295,99 +314,185 @@ void report_later(State& st, std::string message) {
   }
 }
 
-// The storage of a block dies: a stream other than its allocation stream whose
-// use of it is not ordered before the allocation stream's next launches (where
-// the allocator hands the block out again), and not covered by record_stream,
-// may still read or write it when the block's next tensor does.
-void check_free(State& st, uintptr_t begin, const LaunchSite& freed_at) {
+// What may still use a freed block when its allocation stream next takes
+// memory: ordered by then are the allocation stream's clock and the host's.
+Clock reuse_clock(State& st, ActorId allocation_stream) {
+  Clock clock = st.actors[allocation_stream].clock;
+  clock.join(st.actors[kHost].clock);
+  return clock;
+}
+
+// The program freed a block (its storage died, or was resized): another
+// stream's use not ordered before the allocation stream, and not covered by
+// record_stream, is kept, to be judged when that stream takes memory again.
+void check_free(State& st, c10::DeviceIndex device, uintptr_t begin, const LaunchSite& freed_at, c10::Storage hold) {
   Block* block = st.block_of(begin);
-  if (block == nullptr || block->allocated_on == kHost) return;
-  const Actor& owner = st.actors[block->allocated_on];
-  Clock next = owner.clock;
-  next.join(st.actors[kHost].clock);
+  if (block == nullptr || block->freed || block->allocated_on == kHost) return;
+  block->freed = true;
+  const Clock ordered = reuse_clock(st, block->allocated_on);
+  FreedBlock freed;
   for (const Access& a : block->accesses) {
     const ActorId user = a.touch.actor;
-    if (user == kHost || user == block->allocated_on || next.get(user) >= a.touch.epoch) continue;
+    if (user == kHost || user == block->allocated_on || ordered.get(user) >= a.touch.epoch) continue;
     const auto& recorded = block->recorded_streams;
     if (std::find(recorded.begin(), recorded.end(), user) != recorded.end()) continue;
-    const std::string& them = st.actors[user].name;
-    std::ostringstream out;
-    out << "simhpu sanitizer: a " << (block->what.empty() ? "tensor" : block->what) << " allocated on "
-        << owner.name << " (at " << where(block->allocated_at) << ") was freed (at " << where(freed_at) << ") while "
-        << a.touch.op << " on " << them << " (at " << where(a.touch.site) << "), launched before, may still "
-        << (a.touch.write ? "write" : "read") << " it: nothing orders that use before " << owner.name
-        << "'s next launches, and real hardware's caching allocator hands the memory out again to them. Call "
-        << "tensor.record_stream(" << them << ") after the use on it, or make " << owner.name << " wait for "
-        << them << " before the tensor is dropped" << chaos::note();
-    report_later(st, out.str());
-    return;  // one report per free
+    freed.unordered.push_back(a.touch);
+  }
+  if (freed.unordered.empty()) return;
+  freed.device = device;
+  freed.bytes = block->bytes;
+  freed.allocated_on = block->allocated_on;
+  freed.allocated_at = block->allocated_at;
+  freed.freed_at = freed_at;
+  freed.what = block->what.empty() ? "tensor" : block->what;
+  freed.dtype = block->dtype;
+  if (poison()) freed.hold = std::move(hold);
+  st.freed.push_back(std::move(freed));
+  if (st.freed.size() > 4096) st.freed.erase(st.freed.begin());  // a bound on what is remembered
+}
+
+// Whether CUDA's caching allocator could serve a request of `bytes` from a
+// freed block of `block_bytes`: one no smaller, from the same pool (requests
+// of at most 1 MiB come from the small blocks, larger ones from the large).
+bool could_reuse(size_t bytes, size_t block_bytes) {
+  constexpr size_t kSmallRequest = size_t(1) << 20;
+  return bytes <= block_bytes && (bytes <= kSmallRequest) == (block_bytes <= kSmallRequest);
+}
+
+std::string reuse_message(const State& st, const FreedBlock& f, const Touch& use, const LaunchSite& reused_at) {
+  const std::string& owner = st.actors[f.allocated_on].name;
+  const std::string& them = st.actors[use.actor].name;
+  std::ostringstream out;
+  out << "simhpu sanitizer: a " << f.what << " allocated on " << owner << " (at " << where(f.allocated_at)
+      << ") was freed (at " << where(f.freed_at) << ") while " << use.op << " on " << them << " (at "
+      << where(use.site) << "), launched before, may still " << (use.write ? "write" : "read")
+      << " it, and " << owner << " took memory again (at " << where(reused_at) << ") before anything ordered that "
+      << "use: real hardware's caching allocator hands the block to that allocation. Call tensor.record_stream("
+      << them << ") after the use on it, or make " << owner << " wait for " << them
+      << " before it allocates again" << chaos::note();
+  return out.str();
+}
+
+// A stream takes memory: the blocks freed on it that this allocation could be
+// served from are judged now (and, with poisoning on, filled on the stream, as
+// the new tensor would overwrite them); those whose uses are ordered by now are forgotten.
+// Holds of blocks no longer needed are moved to `dropped`, released after the lock.
+void judge_reuse(State& st, c10::DeviceIndex device, ActorId me, size_t bytes, const LaunchSite& site,
+                 std::vector<c10::Storage>& dropped) {
+  if (st.freed.empty()) return;
+  const Clock ordered = reuse_clock(st, me);
+  for (auto it = st.freed.begin(); it != st.freed.end();) {
+    FreedBlock& f = *it;
+    if (f.allocated_on != me || f.device != device) {
+      ++it;
+      continue;
+    }
+    auto& uses = f.unordered;
+    uses.erase(std::remove_if(uses.begin(), uses.end(),
+                              [&](const Touch& u) { return ordered.get(u.actor) >= u.epoch; }),
+               uses.end());
+    if (!uses.empty() && !could_reuse(bytes, f.bytes)) {
+      ++it;
+      continue;
+    }
+    if (!uses.empty()) {
+      report_later(st, reuse_message(st, f, uses.front(), site));
+      if (f.hold) {
+        for (const auto& [key, actor] : st.stream_actors) {
+          if (actor != me) continue;
+          st.poison_queue.push_back({c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, key.first),
+                                                 key.second),
+                                     f.hold, f.dtype});
+          detail::has_pending.store(true, std::memory_order_relaxed);
+        }
+      }
+    }
+    if (f.hold) dropped.push_back(std::move(f.hold));
+    it = st.freed.erase(it);
   }
 }
 
-// Pinned host blocks the launch reads are guarded until the host is ordered
-// after it; one it writes (a copy out of the device) is not, and stops being.
-void guard_pinned_reads(State& st, const LaunchRecord& record, ActorId me) {
-  auto visit = [&](const DeviceTensor& t) {
-    if (t.storage_slot < 0 || static_cast<size_t>(t.storage_slot) >= record.keep_alive.size()) return;
-    const c10::Storage& storage = record.keep_alive[t.storage_slot];
+// Freed blocks whose uses the host's waits have ordered are forgotten (their memory, if held, goes back).
+void forget_ordered_frees(State& st, std::vector<c10::Storage>& dropped) {
+  for (auto it = st.freed.begin(); it != st.freed.end();) {
+    const Clock ordered = reuse_clock(st, it->allocated_on);
+    auto& uses = it->unordered;
+    uses.erase(std::remove_if(uses.begin(), uses.end(),
+                              [&](const Touch& u) { return ordered.get(u.actor) >= u.epoch; }),
+               uses.end());
+    if (!uses.empty()) {
+      ++it;
+      continue;
+    }
+    if (it->hold) dropped.push_back(std::move(it->hold));
+    it = st.freed.erase(it);
+  }
+}
+
+// The host accesses that a pinned block's unordered launches leave allowed:
+// none while one may write it, reading while they may only read it.
+pinned::Access allowed_to_host(State& st, const Block& block) {
+  const Clock& host = st.actors[kHost].clock;
+  pinned::Access allowed = pinned::Access::ReadWrite;
+  for (const Access& a : block.accesses) {
+    if (a.touch.actor == kHost || host.get(a.touch.actor) >= a.touch.epoch) continue;
+    if (a.touch.write) return pinned::Access::None;
+    allowed = pinned::Access::Read;
+  }
+  return allowed;
+}
+
+// Pinned host blocks a launch uses get a history, like device blocks, so
+// launches on them are judged by launch order (before the launch is processed).
+void register_pinned_blocks(State& st, const LaunchRecord& record) {
+  for (const c10::Storage& storage : record.keep_alive) {
+    if (!storage || storage.device_type() != c10::DeviceType::CPU || !is_pinned_data(storage.data_ptr())) continue;
     const char* start = nullptr;
     size_t size = 0;
-    if (!storage || storage.device_type() != c10::DeviceType::CPU || !pinned_block_of(t.data, &start, &size)) return;
-    const auto begin = reinterpret_cast<uintptr_t>(start);
-    if (record.may_write(static_cast<size_t>(t.storage_slot))) {
-      pinned::unguard(begin);
-      st.pinned.erase(begin);
-      return;
-    }
-    PinnedReads& guarded = st.pinned[begin];
-    guarded.size = size;
-    guarded.what = describe(t);
-    guarded.reads.push_back(Touch{me, st.actors[me].clock.get(me), false, record.op_name, record.site});
-    if (!pinned::guard(begin, size)) st.pinned.erase(begin);  // (out of slots: unguarded)
-  };
-  for (const KernelArg& arg : record.args) {
-    if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
-      visit(*t);
-    } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&arg)) {
-      for (const auto& t : *list) visit(t);
-    }
+    if (!pinned_block_of(storage.data(), &start, &size)) continue;
+    const auto kernel_begin = reinterpret_cast<uintptr_t>(pinned_kernel_address(storage.data_ptr(), start));
+    if (st.block_of(kernel_begin) != nullptr) continue;
+    Block& block = st.blocks[kernel_begin];
+    block.bytes = size;
+    st.pinned[reinterpret_cast<uintptr_t>(start)] = PinnedGuard{kernel_begin, size, pinned::Access::ReadWrite};
   }
 }
 
-// Reports the guarded blocks the host wrote (the fault handler marked them).
-void report_pinned_writes(State& st, const LaunchSite& noticed_at) {
-  for (const uintptr_t begin : pinned::take_hits()) {
-    auto it = st.pinned.find(begin);
+// Each pinned block's guard, after launches or host waits changed what is unordered.
+void update_pinned_guards(State& st) {
+  for (auto& [begin, guard] : st.pinned) {
+    const Block* block = st.block_of(guard.kernel_begin);
+    const pinned::Access allowed = block == nullptr ? pinned::Access::ReadWrite : allowed_to_host(st, *block);
+    if (allowed == guard.allowed) continue;
+    guard.allowed = pinned::protect(begin, guard.size, allowed) ? allowed : pinned::Access::ReadWrite;
+  }
+}
+
+// The host touched guarded pinned blocks (the fault handler noted which, and
+// let the access go ahead): each is judged as a host access against the
+// block's launches, by launch order, and reported.
+void report_pinned_hits(State& st, const LaunchSite& noticed_at) {
+  for (const pinned::Hit& hit : pinned::take_hits()) {
+    auto it = st.pinned.find(hit.begin);
     if (it == st.pinned.end()) continue;
+    it->second.allowed = pinned::Access::ReadWrite;  // the handler lifted the guard
+    Block* block = st.block_of(it->second.kernel_begin);
+    if (block == nullptr) continue;
     const Clock& host = st.actors[kHost].clock;
-    for (const Touch& read : it->second.reads) {
-      if (host.get(read.actor) >= read.epoch) continue;
+    for (const Access& a : block->accesses) {
+      if (a.touch.actor == kHost || host.get(a.touch.actor) >= a.touch.epoch) continue;
+      if (!hit.write && !a.touch.write) continue;  // two reads
+      const std::string& them = st.actors[a.touch.actor].name;
+      const std::string what = block->what.empty() ? "buffer" : block->what;
       std::ostringstream out;
-      out << "simhpu sanitizer: the host wrote pinned memory (a " << it->second.what << ") that " << read.op << " on "
-          << st.actors[read.actor].name << " (at " << where(read.site) << "), launched before with non_blocking=True, "
-          << "may still be reading: nothing ordered the copy before the write (noticed at " << where(noticed_at)
-          << "). Synchronise " << st.actors[read.actor].name << ", or an event recorded after the copy, before "
-          << "refilling the buffer" << chaos::note();
+      out << "simhpu sanitizer: the host " << (hit.write ? "wrote" : "read") << " pinned memory (a " << what
+          << ") that " << a.touch.op << " on " << them << " (at " << where(a.touch.site)
+          << "), launched before with non_blocking=True, may still be " << (a.touch.write ? "writing" : "reading")
+          << ": nothing ordered the copy before the " << (hit.write ? "write" : "read") << " (noticed at "
+          << where(noticed_at) << "). Synchronise " << them << ", or an event recorded after the copy, before "
+          << (hit.write ? "refilling the buffer" : "reading the buffer") << chaos::note();
       report_later(st, out.str());
       break;
-    }
-    st.pinned.erase(it);
-  }
-}
-
-// Guards whose reads the host is now ordered after are lifted.
-void release_ordered_pinned(State& st) {
-  const Clock& host = st.actors[kHost].clock;
-  for (auto it = st.pinned.begin(); it != st.pinned.end();) {
-    auto& reads = it->second.reads;
-    reads.erase(std::remove_if(reads.begin(), reads.end(),
-                               [&](const Touch& r) { return host.get(r.actor) >= r.epoch; }),
-                reads.end());
-    if (reads.empty()) {
-      pinned::unguard(it->first);
-      it = st.pinned.erase(it);
-    } else {
-      ++it;
     }
   }
 }
@@ -462,6 +567,9 @@ void set_mode(Mode m) {
     st.stream_actors.clear();
     st.event_clocks.clear();
     st.pending_raise.clear();
+    st.freed.clear();
+    for (const auto& [begin, guard] : st.pinned) pinned::protect(begin, guard.size, pinned::Access::ReadWrite);
+    st.pinned.clear();
     // The blocks tensors hold now, with no history (where they were allocated is not known).
     st.blocks.clear();
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
@@ -473,7 +581,7 @@ void set_mode(Mode m) {
     }
   }
   if (m == Mode::Off) {  // nothing is guarded while off
-    for (const auto& [begin, reads] : st.pinned) pinned::unguard(begin);
+    for (const auto& [begin, guard] : st.pinned) pinned::protect(begin, guard.size, pinned::Access::ReadWrite);
     st.pinned.clear();
     pinned::take_hits();
   }
@@ -510,6 +618,8 @@ void process(State& st, const LaunchRecord& record, ActorId me, c10::DeviceIndex
       if (it != st.event_clocks.end()) st.actors[me].clock.join(it->second);
       return;
     }
+    case LaunchRecord::Kind::Hold:  // touches nothing
+      return;
     case LaunchRecord::Kind::Kernel:
       break;
   }
@@ -537,10 +647,12 @@ void on_launch(LaunchRecord& record, const c10::Stream& stream) {
     }
     return;  // (the graph holds its memory)
   }
+  const bool kernel = record.kind == LaunchRecord::Kind::Kernel;
+  if (kernel) register_pinned_blocks(st, record);
   process(st, record, me, stream.device_index(), record.op_name, record.site);
-  if (record.kind == LaunchRecord::Kind::Kernel) {
+  if (kernel) {
     hold_blocks(st, record);
-    guard_pinned_reads(st, record, me);
+    if (!st.pinned.empty()) update_pinned_guards(st);
   }
 }
 
@@ -552,7 +664,7 @@ void before_launch_slow() {
   std::string raise;
   {
     std::lock_guard<std::mutex> lock(st.mu);
-    report_pinned_writes(st, site);
+    report_pinned_hits(st, site);
     poisons.swap(st.poison_queue);
     if (mode() == Mode::Raise) raise.swap(st.pending_raise);
     detail::has_pending.store(!st.pending_raise.empty(), std::memory_order_relaxed);
@@ -568,7 +680,7 @@ void raise_pending() {
   std::string raise;
   {
     std::lock_guard<std::mutex> lock(st.mu);
-    report_pinned_writes(st, site);
+    report_pinned_hits(st, site);
     raise.swap(st.pending_raise);
     detail::has_pending.store(!st.poison_queue.empty(), std::memory_order_relaxed);
   }
@@ -579,33 +691,39 @@ void on_host_waited_for_stream(const c10::Stream& stream) {
   if (!enabled()) return;
   const LaunchSite site = pinned::any_hit() ? capture_launch_site() : LaunchSite{};  // before the lock
   State& st = state();
+  std::vector<c10::Storage> dropped;  // released after the lock
   std::lock_guard<std::mutex> lock(st.mu);
-  report_pinned_writes(st, site);
+  report_pinned_hits(st, site);
   st.actors[kHost].clock.join(st.actors[st.actor_of(stream)].clock);
-  release_ordered_pinned(st);
+  update_pinned_guards(st);
+  forget_ordered_frees(st, dropped);
 }
 
 void on_host_waited_for_device(c10::DeviceIndex device) {
   if (!enabled()) return;
   const LaunchSite site = pinned::any_hit() ? capture_launch_site() : LaunchSite{};  // before the lock
   State& st = state();
+  std::vector<c10::Storage> dropped;  // released after the lock
   std::lock_guard<std::mutex> lock(st.mu);
-  report_pinned_writes(st, site);
+  report_pinned_hits(st, site);
   for (const auto& [key, actor] : st.stream_actors) {
     if (key.first == device) st.actors[kHost].clock.join(st.actors[actor].clock);
   }
-  release_ordered_pinned(st);
+  update_pinned_guards(st);
+  forget_ordered_frees(st, dropped);
 }
 
 void on_host_waited_for_event(const void* event) {
   if (!enabled()) return;
   const LaunchSite site = pinned::any_hit() ? capture_launch_site() : LaunchSite{};  // before the lock
   State& st = state();
+  std::vector<c10::Storage> dropped;  // released after the lock
   std::lock_guard<std::mutex> lock(st.mu);
-  report_pinned_writes(st, site);
+  report_pinned_hits(st, site);
   auto it = st.event_clocks.find(event);
   if (it != st.event_clocks.end()) st.actors[kHost].clock.join(it->second);
-  release_ordered_pinned(st);
+  update_pinned_guards(st);
+  forget_ordered_frees(st, dropped);
 }
 
 void on_host_access(const DeviceTensor& tensor, bool write, const char* op) {
@@ -627,8 +745,10 @@ void on_allocate(const c10::Stream& stream, const void* host_address, size_t byt
   if (!enabled() || bytes == 0) return;
   const LaunchSite site = capture_launch_site();  // before the lock (see on_host_access)
   State& st = state();
+  std::vector<c10::Storage> dropped;  // released after the lock
   std::lock_guard<std::mutex> lock(st.mu);
   const auto begin = reinterpret_cast<uintptr_t>(host_address);
+  judge_reuse(st, stream.device_index(), st.actor_of(stream), bytes, site, dropped);
   // Blocks the new one overlaps (a cached block split or merged) are forgotten.
   auto it = st.blocks.lower_bound(begin);
   if (it != st.blocks.begin() && std::prev(it)->first + std::prev(it)->second.bytes > begin) --it;
@@ -661,38 +781,37 @@ bool take_over_free_slow(c10::DeviceIndex device, void* device_ptr) {
     st.holds.erase(it);
     detail::held_blocks.fetch_sub(1, std::memory_order_relaxed);
     if (!checking) return true;
-    const auto begin = reinterpret_cast<uintptr_t>(host_address(device, device_ptr));
-    check_free(st, begin, site);
-    const Block* block = st.block_of(begin);
-    // (After record_stream the allocator reuses the block only once those
-    // streams are past it: nothing can see a reuse, so nothing to poison.)
-    if (poison() && block != nullptr && block->allocated_on != kHost && block->recorded_streams.empty()) {
-      for (const auto& [key, actor] : st.stream_actors) {
-        if (actor != block->allocated_on) continue;
-        st.poison_queue.push_back({c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, key.first),
-                                               key.second),
-                                   hold, block->dtype});
-        detail::has_pending.store(true, std::memory_order_relaxed);
-      }
-    }
+    check_free(st, device, reinterpret_cast<uintptr_t>(host_address(device, device_ptr)), site, hold);
   }
   return true;
+}
+
+void on_free(c10::DeviceIndex device, void* device_ptr) {
+  if (!enabled()) return;
+  const LaunchSite site = capture_launch_site();  // before the lock
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto held = st.holds.find(device_ptr);
+  check_free(st, device, reinterpret_cast<uintptr_t>(host_address(device, device_ptr)), site,
+             held == st.holds.end() ? c10::Storage() : held->second);
 }
 
 void on_pinned_free(const void* block) {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   const auto begin = reinterpret_cast<uintptr_t>(block);
-  if (st.pinned.count(begin) == 0) return;
-  report_pinned_writes(st, LaunchSite{});
-  pinned::unguard(begin);
-  st.pinned.erase(begin);
+  auto it = st.pinned.find(begin);
+  if (it == st.pinned.end()) return;
+  report_pinned_hits(st, LaunchSite{});
+  pinned::protect(begin, it->second.size, pinned::Access::ReadWrite);
+  st.blocks.erase(it->second.kernel_begin);
+  st.pinned.erase(it);
 }
 
 std::vector<std::string> reports() {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
-  report_pinned_writes(st, LaunchSite{});
+  report_pinned_hits(st, LaunchSite{});
   return st.reports;
 }
 

@@ -14,17 +14,24 @@
 //
 // Memory is checked as the caching allocator of real hardware would reuse it:
 // a block freed while a stream other than the one it was allocated on may still
-// use it (no record_stream, no ordering) is reported when the storage dies, not
-// only when memory runs short. To see that moment, the launches made while it is
-// on hold the block rather than the storage (see on_launch); the block goes back
-// to the allocator once the last of them ran. With poisoning on, a freed block is
-// filled with NaN (or 0xA5 bytes) on its allocation stream, as a reuse would
-// overwrite it, so an unordered read shows in the values.
+// use it (no record_stream, no ordering) is a hazard when its allocation stream
+// next takes memory the block could serve, if that use is still not ordered
+// before the stream by then (the prefetcher's fix: wait for the consumer before
+// allocating again). Frees are seen when the storage dies: the launches made
+// while it is on hold the block rather than the storage (see on_launch); the
+// block goes back to the allocator once the last of them ran. With poisoning on,
+// such a block is filled with NaN (or 0xA5 bytes) on its allocation stream when
+// it would be handed out, as the new tensor would overwrite it, so an unordered
+// read shows in the values.
 //
-// Pinned host memory a launch reads later (a non_blocking copy from it) is made
-// read-only until the host has synchronised with that launch: a host write to
-// it in between (refilling the buffer too soon) is caught by the page fault it
-// makes (see pinned_guard.h) and reported at the next launch or synchronisation.
+// Pinned host blocks launches use (non_blocking copies from and to them) have a
+// history like device blocks, judged by launch order. The host's own accesses
+// to them are seen through their program view (the workers use the kernels'
+// view, see runtime/pinned_memory.h): read-only while an unordered launch may
+// read the block, no access while one may write it. A host access in between
+// (refilling a buffer too soon, reading a copy's result before waiting for it)
+// faults (see pinned_guard.h), is judged against the block's launches and is
+// reported at the next launch or synchronisation.
 //
 // The runtime tells it about launches (LaunchSlot), host waits, allocations,
 // frees and record_stream; nothing else of the runtime knows it. Off, each hook
@@ -102,6 +109,9 @@ bool take_over_free_slow(c10::DeviceIndex device, void* device_ptr);
 inline bool take_over_free(c10::DeviceIndex device, void* device_ptr) {
   return detail::held_blocks.load(std::memory_order_relaxed) != 0 && take_over_free_slow(device, device_ptr);
 }
+// The program frees a device block whose memory stays held for queued launches
+// (a storage resized in place): judged as a free now (see take_over_free).
+void on_free(c10::DeviceIndex device, void* device_ptr);
 // Set by the allocator: returns a block to its cache.
 void set_block_release(void (*release)(void* device_ptr));
 

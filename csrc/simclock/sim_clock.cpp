@@ -129,6 +129,8 @@ void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream
       }
       return;
     }
+    case LaunchRecord::Kind::Hold:  // no work on the part
+      return;
     case LaunchRecord::Kind::Kernel:
       break;
   }

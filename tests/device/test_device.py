@@ -189,16 +189,35 @@ def test_kernel_failure_in_blocking_mode_raises_at_the_call(tmp_path):
     assert out.stdout.split("\n")[:2] == ["raised: True", "[2.0, 2.0]"]
 
 
-def test_copy_to_device_and_python_scalars_do_not_wait_for_the_queue():
+def test_python_scalars_and_non_blocking_copies_do_not_wait_for_the_queue():
     x = torch.ones(3).simhpu()
     torch_simhpu._C._launch_failing_kernel(x)
     # Neither call synchronises, so the pending failure is not reported here...
-    y = torch.full((3,), 2.0).to("simhpu")
-    z = x * 2  # the wrapped scalar 2 is copied to the device
+    y = torch.full((3,), 2.0).to("simhpu", non_blocking=True)
+    z = x * 2  # the wrapped scalar 2 is the kernel's argument, not a transfer
     # ...but at the next synchronising call.
     with pytest.raises(RuntimeError, match="fail_on_device"):
         torch.simhpu.synchronize()
     del y, z
+
+
+def test_a_blocking_copy_to_the_device_waits_for_its_stream():
+    # As CUDA's copy does (a memcpy, then the stream synchronised): the data is
+    # there when it returns, so a side stream may read it without waiting; and
+    # the stream's pending failure is reported by the copy.
+    x = torch.ones(3).simhpu()
+    torch_simhpu._C._launch_failing_kernel(x)
+    with pytest.raises(RuntimeError, match="fail_on_device"):
+        torch.full((3,), 2.0).to("simhpu")
+    torch_simhpu._C._sleep_on_device(torch.empty(1, device="simhpu"), 50_000)
+    side = torch.simhpu.Stream()
+    wrong = 0
+    for i in range(20):
+        y = torch.full((1000,), float(i)).to("simhpu")  # the default stream is busy for 50 ms at first
+        with torch.simhpu.stream(side):
+            doubled = y * 2
+        wrong += int(doubled[0].item() != 2 * i)
+    assert wrong == 0
 
 
 @pytest.mark.parametrize("value", ["0", "two", "65"])

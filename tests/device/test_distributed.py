@@ -104,6 +104,10 @@ def test_ddp_runtime_statistics_come_from_the_device(ranks):
     assert all(t > 0 for t in times.values()), times
 
 
+def test_an_fsdp2_step_makes_no_device_wide_wait(ranks):
+    assert ranks.run("fsdp2_step_makes_no_device_wide_wait") == [0, 0]
+
+
 def test_barrier_waits_for_every_rank(ranks):
     waited = ranks.run("barrier_waits_for_every_rank")
     assert waited[0] > 0.3, waited

@@ -251,8 +251,8 @@ def test_a_copy_to_another_device_of_what_a_side_stream_wrote_races():
     s = side()
     with torch.simhpu.stream(s):
         y = x * 2
-    with race(["aten::_copy_from on the host", "aten::mul.Tensor", f"stream {s.stream_id}"]):
-        y.to("simhpu:1")  # synchronises the current streams of both devices, not the side stream
+    with race(["aten::_copy_from on simhpu:0 stream 0", "aten::mul.Tensor", f"stream {s.stream_id}"]):
+        y.to("simhpu:1")  # copies on the current streams (as CUDA does), which did not wait for the side stream
 
 
 def test_a_copy_to_another_device_after_waiting_is_clean():

@@ -1,8 +1,10 @@
 """Stream-safe memory under the sanitizer: a tensor dropped while a stream other
 than its allocation stream may still use it, without record_stream or an
-ordering, is reported when it is freed — no memory pressure needed — as real
-hardware's caching allocator would hand the block out again to the allocation
-stream's next launches. Poisoning makes such a late use show in the values."""
+ordering, is reported when its allocation stream next takes memory the block
+could serve, if that use is still unordered then — no memory pressure needed —
+as real hardware's caching allocator would hand the block out again to it.
+Ordering the use before that allocation (the prefetcher's fix) is clean.
+Poisoning makes such a late use show in the values."""
 import pytest
 import torch
 
@@ -28,7 +30,7 @@ def stall(stream, microseconds=100_000):
         torch_simhpu._C._sleep_on_device(torch.empty(1, device=D), microseconds)
 
 
-def test_a_tensor_freed_while_a_side_stream_reads_it_is_reported_at_the_next_launch():
+def test_a_tensor_freed_while_a_side_stream_reads_it_is_reported_when_its_stream_allocates_again():
     sanitizer.enable("raise")
     x = torch.ones(1000, device=D)  # [allocated on the default stream]
     s = side_stream()
@@ -57,8 +59,11 @@ def test_in_record_mode_the_free_is_kept_and_the_program_goes_on():
     with torch.simhpu.stream(s):
         x.add_(1)  # written on the side stream
     del x
+    assert sanitizer.reports() == []  # not yet: nothing took the memory again
+    torch.empty(8, device=D)  # [allocated again]
     found = sanitizer.reports()
     assert len(found) == 1 and "was freed" in found[0] and "may still write it" in found[0], found
+    assert f"took memory again (at {__file__}:{line_of(__file__, '[allocated again]')})" in found[0], found
     torch.simhpu.synchronize()
 
 
@@ -69,8 +74,44 @@ def test_a_free_found_is_raised_by_a_synchronisation_too():
     with torch.simhpu.stream(s):
         x * 2
     del x
+    torch.empty(8, device=D)  # takes memory: no launch
     with race(["was freed", "aten::mul.Tensor"]):
         torch.simhpu.synchronize()
+
+
+def test_the_prefetchers_fix_waiting_for_the_consumer_before_allocating_again_is_clean():
+    # The producer drops a batch the consumer stream still reads, then waits for
+    # the consumer before it takes memory for the next one (what data loaders do).
+    sanitizer.enable("raise")
+    producer, consumer = torch.simhpu.current_stream(), side_stream()
+    batch = torch.ones(1000, device=D)
+    consumer.wait_stream(producer)
+    stall(consumer)
+    with torch.simhpu.stream(consumer):
+        total = batch.sum()
+    del batch  # freed while the consumer may still read it
+    producer.wait_stream(consumer)
+    next_batch = torch.ones(1000, device=D)
+    torch.simhpu.synchronize()
+    assert float(total.cpu()) == 1000.0 and float(next_batch.sum().cpu()) == 1000.0
+
+
+def test_memory_taken_on_another_stream_or_from_the_other_pool_is_no_reuse():
+    sanitizer.enable("record")
+    s, other = side_stream(), side_stream()
+    x = torch.ones(1000, device=D)
+    s.wait_stream(torch.simhpu.current_stream())
+    with torch.simhpu.stream(s):
+        y = x * 2
+    del x
+    with torch.simhpu.stream(other):
+        torch.empty(1000, device=D)  # another stream's pool
+    torch.empty(2 << 20, dtype=torch.uint8, device=D)  # a large request: not served by a small block
+    assert sanitizer.reports() == []
+    torch.empty(1000, device=D)  # this one could be
+    assert len(sanitizer.reports()) == 1
+    torch.simhpu.synchronize()
+    torch.testing.assert_close(y.cpu(), torch.full((1000,), 2.0))
 
 
 @pytest.mark.parametrize("ordering", ["record_stream", "wait_stream", "host synchronises", "event wait"])
