@@ -644,3 +644,40 @@ def fsdp2_step_makes_no_device_wide_wait(rank, world):
     assert waits == 0, f"{waits} device-wide waits in two FSDP2 steps"
     assert last < first, (first, last)
     return waits
+
+
+def race_corpus_case(rank, world, name, mode, seeds=()):
+    """A 2-process program of tests/race_corpus: "racy" under the sanitizer
+    (its reports), "fixed" under the sanitizer in raise mode (its result), or
+    "chaos": the racy program under chaos scheduling and poison, seed by seed,
+    until it gives a wrong value or an error (the seed that did, or None)."""
+    import importlib
+
+    case = importlib.import_module(f"race_corpus.{name}")
+    sanitizer = torch.simhpu.sanitizer
+    if mode == "racy":
+        with sanitizer.enabled("record"):
+            case.racy(rank, world)
+            torch.simhpu.synchronize()
+            found = sanitizer.reports()
+            sanitizer.clear_reports()
+        return found
+    if mode == "fixed":
+        with sanitizer.enabled("raise"):
+            right = case.fixed(rank, world)
+            torch.simhpu.synchronize()
+        return right
+    for seed in seeds:
+        with torch.simhpu.chaos.scheduling(seed), sanitizer.enabled("record", poison=True):
+            try:
+                right = case.racy(rank, world)
+                torch.simhpu.synchronize()
+            except RuntimeError:
+                right = False
+            sanitizer.clear_reports()
+        # every rank goes on until all have seen it go wrong, so the collectives stay matched
+        wrong = torch.tensor([0.0 if right else 1.0], device=device())
+        dist.all_reduce(wrong)
+        if float(wrong.item()) > 0:
+            return seed
+    return None
