@@ -7,6 +7,7 @@
 #include "aten/resize.h"
 #include "runtime/device.h"
 #include "runtime/events.h"
+#include "runtime/launch_queue.h"
 #include "runtime/pinned_memory.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
@@ -184,11 +185,13 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
       simclock::hint(cost);
     }
     EXEC_CMD_FOR(kCopyFrom, copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), written(dst));
-    if (!src_on_device && !non_blocking && !self.unsafeGetTensorImpl()->is_wrapped_number()) {
+    if (!src_on_device && !non_blocking && !self.unsafeGetTensorImpl()->is_wrapped_number() && !on_launch_worker()) {
       // CUDA's blocking copy from the host waits for its stream: the data is on
       // the device when copy_ returns, so any stream may read it with no other
       // ordering. (A Python number moved for a kernel is that kernel's argument
-      // on the part, not a transfer the program made: no wait.)
+      // on the part, not a transfer the program made: no wait. A kernel's own
+      // copy, made on a stream worker — a collective's transport — is part of
+      // that kernel: waiting there would wait for the worker itself.)
       count_route(kCopyFrom, Route::Synchronized);
       synchronize_stream(current_stream(dst.device().index()));
     }

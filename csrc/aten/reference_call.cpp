@@ -5,11 +5,13 @@
 #include "runtime/generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/List.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/TensorImpl.h>
 
+#include <algorithm>
 #include <mutex>
 
 namespace simhpu {
@@ -92,7 +94,7 @@ class HostAliases {
     TORCH_INTERNAL_ASSERT(d.storage_slot >= 0, "reference call: a tensor without a storage slot");
     c10::Storage& storage = storages_[d.storage_slot];
     if (!storage) {
-      storage = host_storage(record_.keep_alive[d.storage_slot]);
+      storage = host_storage(d.storage_slot);
     }
     auto impl = c10::make_intrusive<c10::TensorImpl>(
         c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), c10::scalarTypeToTypeMeta(d.dtype));
@@ -130,13 +132,41 @@ class HostAliases {
     return c10::IValue();
   }
 
-  // A CPU storage over a device storage's memory; not resizable: a CPU kernel
-  // growing it would otherwise move the data off the device unnoticed.
-  static c10::Storage host_storage(const c10::Storage& device_storage) {
-    void* data = device_storage.mutable_data();
-    void* host = data == nullptr ? nullptr : host_address(device_storage.device().index(), data);
-    return c10::Storage(c10::Storage::use_byte_size_t(), device_storage.nbytes(),
-                        c10::DataPtr(host, c10::Device(c10::kCPU)), /*allocator=*/nullptr, /*resizable=*/false);
+  // A CPU storage over the memory a slot's storage had when the launch was
+  // made; not resizable: a CPU kernel growing it would otherwise move the data
+  // off the device unnoticed. The storage itself may have been resized since
+  // (FSDP frees a parameter's memory with resize_(0) while kernels that read
+  // it are queued): a resize always takes a new block, so a storage that still
+  // starts where the launch's tensors say has its launch-time size; one that
+  // moved is seen as far as the launch's tensors reach into its old memory.
+  c10::Storage host_storage(int32_t slot) const {
+    char* base = nullptr;
+    size_t reach = 0;
+    for_each_descriptor([&](const DeviceTensor& d) {
+      if (d.storage_slot != slot || d.dtype == c10::ScalarType::Undefined || d.data == nullptr) return;
+      const size_t item = c10::elementSize(d.dtype);
+      base = static_cast<char*>(d.data) - d.storage_offset * static_cast<int64_t>(item);
+      reach = std::max(reach, at::detail::computeStorageNbytes(d.sizes, d.strides, item, d.storage_offset));
+    });
+    const c10::Storage& device_storage = record_.keep_alive[slot];
+    const void* now = device_storage.data();
+    if (now == nullptr || host_address(device_storage.device().index(), now) == base) {
+      base = now == nullptr ? nullptr : static_cast<char*>(host_address(device_storage.device().index(), now));
+      reach = device_storage.nbytes();
+    }
+    return c10::Storage(c10::Storage::use_byte_size_t(), reach, c10::DataPtr(base, c10::Device(c10::kCPU)),
+                        /*allocator=*/nullptr, /*resizable=*/false);
+  }
+
+  template <typename F>
+  void for_each_descriptor(F&& visit) const {
+    for (const KernelArg& arg : record_.args) {
+      if (const auto* d = std::get_if<DeviceTensor>(&arg)) {
+        visit(*d);
+      } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&arg)) {
+        for (const auto& e : *list) visit(e);
+      }
+    }
   }
 
  private:

@@ -47,11 +47,13 @@ namespace {
 // about one operation.
 struct Operation {
   Operation(CollectiveCall c, std::shared_ptr<TransportOrder> o, std::string r)
-      : call(std::move(c)), order(std::move(o)), ticket(order->take_ticket()), rank(std::move(r)) {}
+      : call(std::move(c)), order(std::move(o)), rank(std::move(r)) {}
 
   CollectiveCall call;
   std::shared_ptr<TransportOrder> order;
-  const uint64_t ticket;
+  // Taken while the start record's slot is held (see launch_collective), so
+  // tickets follow the communication stream's order whichever threads launch.
+  uint64_t ticket = 0;
   const std::string rank;  // "rank 0 of 2", for messages
 
   std::mutex mu;
@@ -133,12 +135,13 @@ struct Operation {
 struct StartingRecord {
   std::shared_ptr<Operation> op;
   bool ran = false;
-  ~StartingRecord() {
-    if (!ran) {
-      op->order->done(op->ticket);
-      op->fail("it was never started (an earlier failure on its stream left its tensors undefined)");
-    }
+  void give_up_turn() {
+    if (ran) return;
+    ran = true;
+    op->order->done(op->ticket);
+    op->fail("it was never started (an earlier failure on its stream left its tensors undefined)");
   }
+  ~StartingRecord() { give_up_turn(); }
 };
 
 void run_start(LaunchRecord& record) {
@@ -155,7 +158,12 @@ void run_completion(LaunchRecord& record) {
   static_cast<Operation*>(const_cast<void*>(record.payload))->complete();
 }
 
-const KernelDef kStart{"simccl", nullptr, &run_start};
+// Skipped (its inputs are undefined): the next operations' turns come now.
+void skip_start(LaunchRecord& record) {
+  static_cast<StartingRecord*>(const_cast<void*>(record.payload))->give_up_turn();
+}
+
+const KernelDef kStart{"simccl", nullptr, &run_start, &skip_start};
 const KernelDef kCompletion{"simccl_wait", nullptr, &run_completion};
 
 c10::Device device_of_call(const CollectiveCall& call) {
@@ -340,6 +348,7 @@ c10::intrusive_ptr<c10d::Work> launch_collective(const std::shared_ptr<Transport
     const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
     if (simclock::enabled()) simclock::hint(collective_cost(op->call));
     LaunchSlot slot(comm);
+    op->ticket = order->take_ticket();
     LaunchRecord& record = slot.record();
     record.kernel = &kStart;
     record.op_name = op->call.name;

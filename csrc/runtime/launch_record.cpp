@@ -75,6 +75,7 @@ std::optional<std::string> run_record(LaunchRecord& record) {
   // original failure). Work independent of the failure runs as usual.
   if (FailureMessage cause = undefined_input(record)) {
     mark_written_undefined(record, cause);
+    if (record.kernel->skipped != nullptr) record.kernel->skipped(record);
     return describe_kernel(record) + " was not run: it takes memory left undefined by an earlier failure: " + *cause;
   }
   std::optional<std::string> failure;

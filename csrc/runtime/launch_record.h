@@ -27,6 +27,10 @@ struct KernelDef {
   const char* name;
   KernelFn run;
   RecordKernelFn run_record = nullptr;
+  // Called instead of running, when the kernel is not run because its inputs
+  // are undefined: for kernels others wait on (a collective gives up its turn
+  // at once, not when its slot is cleared later).
+  RecordKernelFn skipped = nullptr;
 };
 
 // One slot of a stream's ring. A producer fills it in place and the worker
