@@ -277,8 +277,12 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    // Storage clones copy on the host: pending kernels must finish first.
-    synchronize_all_devices();
+    // Storage clones copy on the host, as CUDA's cudaMemcpy does on the legacy
+    // default stream, which waits for the device's work: the devices holding
+    // the two blocks finish first.
+    const c10::DeviceIndex to = device_holding(dest), from = device_holding(src);
+    synchronize_device(to);
+    if (from != to) synchronize_device(from);
     std::memcpy(host_pointer(dest), host_pointer(src), count);
   }
 

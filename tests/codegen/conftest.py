@@ -21,6 +21,11 @@ def codegen():
 
 
 @pytest.fixture(scope="session")
+def types():
+    return _import_from_source("codegen.types")
+
+
+@pytest.fixture(scope="session")
 def emit():
     return _import_from_source("codegen.emit")
 

@@ -11,19 +11,6 @@ import torchgen
 import yaml
 from torchgen.model import FunctionSchema
 
-from yaml_edit import ROOT
-
-
-@pytest.fixture(scope="module")
-def types():
-    import importlib
-    import sys
-    sys.path.insert(0, ROOT)
-    try:
-        return importlib.import_module("codegen.types")
-    finally:
-        sys.path.remove(ROOT)
-
 NATIVE_FUNCTIONS = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native",
                                 "native_functions.yaml")
 

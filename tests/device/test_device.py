@@ -212,11 +212,13 @@ def test_a_blocking_copy_to_the_device_waits_for_its_stream():
     torch_simhpu._C._sleep_on_device(torch.empty(1, device="simhpu"), 50_000)
     side = torch.simhpu.Stream()
     wrong = 0
-    for i in range(20):
-        y = torch.full((1000,), float(i)).to("simhpu")  # the default stream is busy for 50 ms at first
-        with torch.simhpu.stream(side):
-            doubled = y * 2
-        wrong += int(doubled[0].item() != 2 * i)
+    with torch.simhpu.sanitizer.enabled("raise"):  # a program right on CUDA is clean here
+        for i in range(20):
+            y = torch.full((1000,), float(i)).to("simhpu")  # the default stream is busy for 50 ms at first
+            with torch.simhpu.stream(side):
+                doubled = y * 2  # nothing orders it after the copy but the copy's own wait
+            torch.simhpu.current_stream().wait_stream(side)  # (.item() waits for the current stream only)
+            wrong += int(doubled[0].item() != 2 * i)
     assert wrong == 0
 
 
