@@ -24,10 +24,18 @@ struct PinnedBlock {
   size_t size = 0;
 };
 
+// Freed blocks are kept for the next request of their size, as PyTorch's
+// caching host allocator keeps pinned memory (a fresh block costs a memfd and
+// two mappings; pinning on real hardware costs far more). Launches hold a
+// block's storage until they ran, so a freed block is no longer in use.
+constexpr size_t kMaxCachedBytes = size_t(256) << 20;
+
 struct PinnedBlocks {
   std::mutex mu;
-  std::map<const char*, size_t> by_start;           // program view start -> size
+  std::map<const char*, size_t> by_start;           // program view start -> size (cached blocks too)
   std::map<const char*, const char*> by_kernel;     // kernel view start -> program view start
+  std::multimap<size_t, PinnedBlock*> cached;  // by size
+  size_t cached_bytes = 0;
 };
 
 PinnedBlocks& blocks() {
@@ -35,17 +43,37 @@ PinnedBlocks& blocks() {
   return *b;
 }
 
+void unmap(PinnedBlock* block) {
+  munmap(block->program, block->size);
+  munmap(block->kernel, block->size);
+  delete block;
+}
+
 void free_pinned(void* context) {
   auto* block = static_cast<PinnedBlock*>(context);
   sanitizer::on_pinned_free(block->program);  // a guarded block is accessible again first
   {
     std::lock_guard<std::mutex> lock(blocks().mu);
+    if (blocks().cached_bytes + block->size <= kMaxCachedBytes) {
+      blocks().cached.emplace(block->size, block);
+      blocks().cached_bytes += block->size;
+      return;
+    }
     blocks().by_start.erase(block->program);
     blocks().by_kernel.erase(block->kernel);
   }
-  munmap(block->program, block->size);
-  munmap(block->kernel, block->size);
-  delete block;
+  unmap(block);
+}
+
+// A cached block of exactly `size` bytes, or null.
+PinnedBlock* take_cached(size_t size) {
+  std::lock_guard<std::mutex> lock(blocks().mu);
+  auto it = blocks().cached.find(size);
+  if (it == blocks().cached.end()) return nullptr;
+  PinnedBlock* block = it->second;
+  blocks().cached.erase(it);
+  blocks().cached_bytes -= size;
+  return block;
 }
 
 // Both views of `size` bytes of fresh shared memory, or null.
@@ -73,6 +101,9 @@ class PinnedAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     const size_t size = std::max<size_t>(kPageSize, (nbytes + kPageSize - 1) / kPageSize * kPageSize);
+    if (PinnedBlock* block = take_cached(size)) {
+      return {block->program, block, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+    }
     PinnedBlock* block = map_twice(size);
     TORCH_CHECK_WITH(OutOfMemoryError, block != nullptr, "simhpu: could not allocate ", nbytes,
                      " bytes of pinned host memory (", std::strerror(errno), ")");
