@@ -681,3 +681,38 @@ def race_corpus_case(rank, world, name, mode, seeds=()):
         if float(wrong.item()) > 0:
             return seed
     return None
+
+
+def an_input_is_let_go_at_wait_and_judged_on_its_allocation_stream(rank, world):
+    """As ProcessGroupNCCL stashes an async collective's inputs until wait():
+    an input dropped before wait() is safe until then, and is freed at wait(),
+    where the caller's stream is ordered after the collective but its allocation
+    stream is not. The allocation stream taking memory again before it waits too
+    is the race; the twin makes it wait first."""
+    sanitizer = torch.simhpu.sanitizer
+    side = torch.simhpu.Stream()
+    out = torch.empty(world * 256, device=device())
+
+    def program(order_the_allocation_stream):
+        side.wait_stream(torch.simhpu.current_stream())
+        with torch.simhpu.stream(side):
+            inp = torch.full((256,), float(rank + 1), device=device())  # allocated on the side stream
+            work = dist.all_gather_into_tensor(out, inp, async_op=True)
+        del inp  # before wait(): the work keeps it
+        work.wait()  # on the default stream: the input is let go here
+        if order_the_allocation_stream:
+            side.wait_stream(torch.simhpu.current_stream())
+        with torch.simhpu.stream(side):
+            torch.empty(256, device=device())  # the side stream takes memory again
+
+    with sanitizer.enabled("record"):
+        program(order_the_allocation_stream=False)
+        found = sanitizer.reports()
+        sanitizer.clear_reports()
+        program(order_the_allocation_stream=True)
+        clean = sanitizer.reports()
+        torch.simhpu.synchronize()
+    assert len(found) == 1 and "all_gather_into_tensor" in found[0] and "took memory again" in found[0], found
+    assert clean == [], clean
+    assert_close(out.cpu(), torch.cat([torch.full((256,), float(r + 1)) for r in range(world)]))
+    return found[0]

@@ -98,6 +98,16 @@ struct Operation {
     cv.notify_all();
   }
 
+  // The launching side's references to the inputs (launch records keep their
+  // memory until they ran; the transport works on host views made at launch).
+  void release_inputs() {
+    std::vector<at::Tensor> inputs;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      inputs.swap(call.inputs);
+    }
+  }
+
   // Waits for the transport (once, whoever asks first).
   void complete() {
     {
@@ -219,17 +229,19 @@ class CollectiveWork final : public c10d::Work {
   // or when given a timeout (and then raises if it passes). A failure is not
   // raised here, even when it is already known: like any kernel's, it is reported
   // at the next synchronising call, whether the peer failed before or after this.
+  // Then the inputs are let go, as ProcessGroupNCCL releases the tensors it stashed for the
+  // allocator's safety once the caller's stream is ordered after the
+  // collective: an input the program dropped is freed here, on its allocation
+  // stream, which the collective is ordered before only if it is the caller's.
   bool wait(std::chrono::milliseconds timeout) override {
     if (op_->call.blocks_host || timeout != ::kNoTimeout) {
       wait_on_host(timeout);
-      return true;
-    }
-    const c10::Stream current = current_stream(stream_.device_index());
-    if (op_->call.point_to_point) {
-      launch_completion(current);
+    } else if (op_->call.point_to_point) {
+      launch_completion(current_stream(stream_.device_index()));
     } else {
-      block_on_event(end_event_, current);
+      block_on_event(end_event_, current_stream(stream_.device_index()));
     }
+    op_->release_inputs();
     return true;
   }
 

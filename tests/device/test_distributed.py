@@ -104,6 +104,10 @@ def test_ddp_runtime_statistics_come_from_the_device(ranks):
     assert all(t > 0 for t in times.values()), times
 
 
+def test_a_collectives_input_is_let_go_at_wait_as_nccls_stash_is(ranks):
+    ranks.run("an_input_is_let_go_at_wait_and_judged_on_its_allocation_stream")
+
+
 def test_an_fsdp2_step_makes_no_device_wide_wait(ranks):
     assert ranks.run("fsdp2_step_makes_no_device_wide_wait") == [0, 0]
 
