@@ -23,6 +23,7 @@ import torch_simhpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import copies_and_frees  # noqa: E402
 import collectives  # noqa: E402
 import sanitizer  # noqa: E402
 import simulated_time  # noqa: E402
@@ -310,6 +311,7 @@ def main():
     rows += graph_mode.rows(Row, torch)
     rows += collectives.rows(Row, torch)
     rows += sanitizer.rows(Row, best_pair, torch)
+    rows += copies_and_frees.rows(Row, best_pair, torch)
     rows += simulated_time.cost_rows(Row, best_pair)
     rows.append(codegen_row())
     if not args.no_build:

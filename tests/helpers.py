@@ -49,3 +49,13 @@ def line_of(path, marker):
     """The number of the line of file `path` that ends with `marker`."""
     with open(path) as f:
         return next(n for n, line in enumerate(f, 1) if line.rstrip().endswith(marker))
+
+
+@pytest.fixture
+def sanitizer_left_off():
+    """Starts from a drained device, and leaves the sanitizer off with no reports kept."""
+    torch.simhpu.synchronize()
+    yield
+    torch.simhpu.sanitizer.disable()
+    torch.simhpu.sanitizer.clear_reports()
+    torch.simhpu.synchronize()

@@ -454,7 +454,7 @@ void check_one_device(const char* op, std::initializer_list<at::Tensor> tensors)
 at::Tensor staged_to_device(const at::Tensor& host, c10::Device device, c10::ScalarType dtype) {
   // A non_blocking copy from pageable memory is staged at once (the caller may
   // reuse the tensor); a pinned one would be read later, so it is cloned first.
-  const at::Tensor source = host.is_cpu() && is_pinned(host.data_ptr()) ? host.clone() : host;
+  const at::Tensor source = host.is_cpu() && is_pinned_data(host.storage().data_ptr()) ? host.clone() : host;
   return source.to(device, dtype, /*non_blocking=*/true);
 }
 

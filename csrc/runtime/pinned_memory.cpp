@@ -17,12 +17,9 @@ namespace {
 
 constexpr size_t kPageSize = 4096;
 
-// One block: the same pages at two addresses.
-struct PinnedBlock {
-  char* program = nullptr;  // the tensor's data pointer
-  char* kernel = nullptr;   // what launches use
-  size_t size = 0;
-};
+// One block: the same pages at two addresses (program: the tensor's data
+// pointer; kernel: what launches use).
+using PinnedBlock = PinnedViews;
 
 // Freed blocks are kept for the next request of their size, as PyTorch's
 // caching host allocator keeps pinned memory (a fresh block costs a memfd and
@@ -32,8 +29,7 @@ constexpr size_t kMaxCachedBytes = size_t(256) << 20;
 
 struct PinnedBlocks {
   std::mutex mu;
-  std::map<const char*, size_t> by_start;           // program view start -> size (cached blocks too)
-  std::map<const char*, const char*> by_kernel;     // kernel view start -> program view start
+  std::map<const char*, size_t> by_start;  // program view start -> size (cached blocks too)
   std::multimap<size_t, PinnedBlock*> cached;  // by size
   size_t cached_bytes = 0;
 };
@@ -60,7 +56,6 @@ void free_pinned(void* context) {
       return;
     }
     blocks().by_start.erase(block->program);
-    blocks().by_kernel.erase(block->kernel);
   }
   unmap(block);
 }
@@ -110,7 +105,6 @@ class PinnedAllocator final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(blocks().mu);
       blocks().by_start[block->program] = size;
-      blocks().by_kernel[block->kernel] = block->program;
     }
     return {block->program, block, &free_pinned, c10::Device(c10::DeviceType::CPU)};
   }
@@ -158,20 +152,8 @@ bool is_pinned_data(const c10::DataPtr& data) {
   return data.get_deleter() == &free_pinned;
 }
 
-void* pinned_kernel_address(const c10::DataPtr& data, const void* ptr) {
-  const auto* block = static_cast<const PinnedBlock*>(data.get_context());
-  return block->kernel + (static_cast<const char*>(ptr) - block->program);
-}
-
-const char* pinned_program_address(const void* kernel_address) {
-  const char* p = static_cast<const char*>(kernel_address);
-  std::lock_guard<std::mutex> lock(blocks().mu);
-  auto it = blocks().by_kernel.upper_bound(p);
-  if (it == blocks().by_kernel.begin()) return nullptr;
-  --it;
-  const char* program = it->second;
-  const size_t size = blocks().by_start[program];
-  return p < it->first + size ? program + (p - it->first) : nullptr;
+PinnedViews pinned_views(const c10::DataPtr& data) {
+  return *static_cast<const PinnedBlock*>(data.get_context());
 }
 
 } // namespace simhpu

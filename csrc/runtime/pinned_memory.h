@@ -26,10 +26,18 @@ bool pinned_block_of(const void* ptr, const char** start, size_t* size);
 // Whether `data` is a pinned block's data pointer (cheap: compares the deleter).
 bool is_pinned_data(const c10::DataPtr& data);
 
-// The kernels' view of `ptr`, which lies in the pinned block `data` holds.
-void* pinned_kernel_address(const c10::DataPtr& data, const void* ptr);
+// A pinned block's two views and its size (whole pages), from its data pointer.
+struct PinnedViews {
+  char* program;
+  char* kernel;
+  size_t size;
+};
+PinnedViews pinned_views(const c10::DataPtr& data);
 
-// The program's view of a kernels'-view address inside a pinned block, or null.
-const char* pinned_program_address(const void* kernel_address);
+// The kernels' view of `ptr`, which lies in the pinned block `data` holds.
+inline void* pinned_kernel_address(const c10::DataPtr& data, const void* ptr) {
+  const PinnedViews views = pinned_views(data);
+  return views.kernel + (static_cast<const char*>(ptr) - views.program);
+}
 
 } // namespace simhpu

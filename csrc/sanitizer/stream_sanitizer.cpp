@@ -351,6 +351,14 @@ void check_free(State& st, c10::DeviceIndex device, uintptr_t begin, const Launc
   if (st.freed.size() > 4096) st.freed.erase(st.freed.begin());  // a bound on what is remembered
 }
 
+// Forgets the uses of a freed block that `ordered` covers; true if none is left.
+bool drop_ordered_uses(FreedBlock& f, const Clock& ordered) {
+  auto& uses = f.unordered;
+  uses.erase(std::remove_if(uses.begin(), uses.end(), [&](const Touch& u) { return ordered.get(u.actor) >= u.epoch; }),
+             uses.end());
+  return uses.empty();
+}
+
 // Whether CUDA's caching allocator could serve a request of `bytes` from a
 // freed block of `block_bytes`: one no smaller, from the same pool (requests
 // of at most 1 MiB come from the small blocks, larger ones from the large).
@@ -387,16 +395,13 @@ void judge_reuse(State& st, c10::DeviceIndex device, ActorId me, size_t bytes, c
       ++it;
       continue;
     }
-    auto& uses = f.unordered;
-    uses.erase(std::remove_if(uses.begin(), uses.end(),
-                              [&](const Touch& u) { return ordered.get(u.actor) >= u.epoch; }),
-               uses.end());
-    if (!uses.empty() && !could_reuse(bytes, f.bytes)) {
+    const bool ordered_now = drop_ordered_uses(f, ordered);
+    if (!ordered_now && !could_reuse(bytes, f.bytes)) {
       ++it;
       continue;
     }
-    if (!uses.empty()) {
-      report_later(st, reuse_message(st, f, uses.front(), site));
+    if (!ordered_now) {
+      report_later(st, reuse_message(st, f, f.unordered.front(), site));
       if (f.hold) {
         for (const auto& [key, actor] : st.stream_actors) {
           if (actor != me) continue;
@@ -415,12 +420,7 @@ void judge_reuse(State& st, c10::DeviceIndex device, ActorId me, size_t bytes, c
 // Freed blocks whose uses the host's waits have ordered are forgotten (their memory, if held, goes back).
 void forget_ordered_frees(State& st, std::vector<c10::Storage>& dropped) {
   for (auto it = st.freed.begin(); it != st.freed.end();) {
-    const Clock ordered = reuse_clock(st, it->allocated_on);
-    auto& uses = it->unordered;
-    uses.erase(std::remove_if(uses.begin(), uses.end(),
-                              [&](const Touch& u) { return ordered.get(u.actor) >= u.epoch; }),
-               uses.end());
-    if (!uses.empty()) {
+    if (!drop_ordered_uses(*it, reuse_clock(st, it->allocated_on))) {
       ++it;
       continue;
     }
@@ -447,14 +447,11 @@ pinned::Access allowed_to_host(State& st, const Block& block) {
 void register_pinned_blocks(State& st, const LaunchRecord& record) {
   for (const c10::Storage& storage : record.keep_alive) {
     if (!storage || storage.device_type() != c10::DeviceType::CPU || !is_pinned_data(storage.data_ptr())) continue;
-    const char* start = nullptr;
-    size_t size = 0;
-    if (!pinned_block_of(storage.data(), &start, &size)) continue;
-    const auto kernel_begin = reinterpret_cast<uintptr_t>(pinned_kernel_address(storage.data_ptr(), start));
+    const PinnedViews views = pinned_views(storage.data_ptr());
+    const auto kernel_begin = reinterpret_cast<uintptr_t>(views.kernel);
     if (st.block_of(kernel_begin) != nullptr) continue;
-    Block& block = st.blocks[kernel_begin];
-    block.bytes = size;
-    st.pinned[reinterpret_cast<uintptr_t>(start)] = PinnedGuard{kernel_begin, size, pinned::Access::ReadWrite};
+    st.blocks[kernel_begin].bytes = views.size;
+    st.pinned[reinterpret_cast<uintptr_t>(views.program)] = PinnedGuard{kernel_begin, views.size, pinned::Access::ReadWrite};
   }
 }
 

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 import torch_simhpu  # noqa: F401
+from helpers import sanitizer_left_off  # noqa: F401  (a fixture)
 from race_corpus import SINGLE_PROCESS, TWO_PROCESS
 
 sanitizer = torch.simhpu.sanitizer
@@ -21,13 +22,7 @@ def case(name):
     return importlib.import_module(f"race_corpus.{name}")
 
 
-@pytest.fixture(autouse=True)
-def _clean():
-    torch.simhpu.synchronize()
-    yield
-    sanitizer.disable()
-    sanitizer.clear_reports()
-    torch.simhpu.synchronize()
+pytestmark = pytest.mark.usefixtures("sanitizer_left_off")
 
 
 def test_the_corpus_is_a_dozen_programs_each_with_its_source():

@@ -6,7 +6,7 @@ with its fix as the twin. Every module defines:
     racy()     the program as shipped; returns True when its result came out right
     fixed()    the fix; returns True when its result came out right
 
-2-process cases (PROCESSES = 2) take (rank, world) and run in a process group
+The 2-process cases (TWO_PROCESS) take (rank, world) and run in a process group
 (tests/distributed_checks.py). The device-free arithmetic of each case computes
 its expected values on the CPU.
 """

@@ -8,7 +8,6 @@ import torch.distributed as dist
 
 from race_corpus.common import D, busy
 
-PROCESSES = 2
 SIDES = ("all_gather", "aten::_copy_from", "nothing orders the two")
 
 

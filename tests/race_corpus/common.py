@@ -11,7 +11,3 @@ def busy(stream, microseconds=20_000):
     """Queues `microseconds` of device time on `stream` (the host does not wait)."""
     with torch.simhpu.stream(stream):
         torch_simhpu._C._sleep_on_device(torch.empty(1, device=D), microseconds)
-
-
-def same(got, expected) -> bool:
-    return torch.equal(got.cpu() if got.device.type != "cpu" else got, expected)

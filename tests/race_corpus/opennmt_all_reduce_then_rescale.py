@@ -9,7 +9,6 @@ import torch.distributed as dist
 
 from race_corpus.common import D, busy
 
-PROCESSES = 2
 SIDES = ("all_reduce", "aten::div", "nothing orders the two")
 
 
