@@ -42,6 +42,10 @@ from torch_simhpu import _inductor  # noqa: E402
 
 _inductor.register()
 
+from torch_simhpu import _pytorch_gaps  # noqa: E402
+
+_pytorch_gaps.install()
+
 from torch_simhpu import distributed  # noqa: E402
 
 distributed.register()

@@ -9,6 +9,7 @@ from torch_simhpu import memory  # noqa: F401  (torch.simhpu.memory)
 from torch_simhpu import sanitizer  # noqa: F401  (torch.simhpu.sanitizer)
 from torch_simhpu import simulation  # noqa: F401  (torch.simhpu.simulation)
 from torch_simhpu.graphs import Graph, graph, graph_pool_handle  # noqa: F401
+from torch_simhpu import properties as _properties
 from torch_simhpu.profiler import trace  # noqa: F401
 from torch_simhpu.simulation import profiles, set_profile, simulate  # noqa: F401
 from torch_simhpu.routes import OpRoutes, fallback, get_fallback, op_routes, set_fallback  # noqa: F401
@@ -100,6 +101,101 @@ def mem_get_info(device=None) -> tuple[int, int]:
     return torch.accelerator.get_memory_info(_index(device))
 
 
+def memory_stats_as_nested_dict(device=None) -> dict:
+    """memory_stats() with its dotted keys made nested dictionaries (torch.cuda's shape)."""
+    nested: dict = {}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """The allocator's statistics as a table, to print during training or at out of memory."""
+    index = _index(device)
+    return memory._memory_summary(memory_stats(index), index, abbreviated)
+
+
+def memory_snapshot() -> list:
+    """Every device's segments (torch.cuda.memory_snapshot's format; see memory._snapshot)."""
+    return memory._snapshot()["segments"]
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    """Start max_memory_allocated() again from the current figure (resets every peak, as torch.cuda does)."""
+    reset_peak_memory_stats(device)
+
+
+def memory_cached(device=None) -> int:
+    """Deprecated name of memory_reserved()."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """Deprecated name of max_memory_reserved()."""
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_cached(device=None) -> None:
+    """Deprecated name of reset_peak_memory_stats()."""
+    reset_peak_memory_stats(device)
+
+
+def device_memory_used(device=None) -> int:
+    """Bytes of the device's memory in use (what the device, not the allocator, reports)."""
+    free, total = mem_get_info(device)
+    return total - free
+
+
+OutOfMemoryError = torch.OutOfMemoryError
+AcceleratorError = torch.AcceleratorError
+StreamContext = stream
+
+
+def get_device_name(device=None) -> str:
+    """The device's name: "simhpu", with the device profile in brackets while one is in use."""
+    return _properties.device_name(_index(device))
+
+
+def get_device_properties(device=None) -> _properties.SimhpuDeviceProperties:
+    """torch.cuda.get_device_properties()'s fields; total_memory is the device's capacity."""
+    return _properties.device_properties(_index(device))
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    """(major, minor) of get_device_properties() (see torch_simhpu.properties.CAPABILITY)."""
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
+
+
+def get_arch_list() -> list[str]:
+    """The architectures the library's kernels were built for: the host's, which runs them."""
+    return ["simhpu"]
+
+
+def can_device_access_peer(device, peer_device) -> bool:
+    """True: simulated devices of one process reach each other's memory, as NVLink peers do."""
+    _index(device), _index(peer_device)  # both must name devices
+    return True
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether this thread is capturing a graph (torch.simhpu.graph)."""
+    return _C._capturing_graph()
+
+
+def is_tf32_supported() -> bool:
+    """False: float32 matrix products run in full float32 (the host's kernels)."""
+    return False
+
+
+has_half = True
+has_magma = False
+
+
 def _is_in_bad_fork() -> bool:
     return _C._is_in_bad_fork()
 
@@ -109,6 +205,13 @@ def _is_in_bad_fork() -> bool:
 # (as torch.cuda's do): they act on the host-side generator object, not on tensors.
 def _default_generator(device=None) -> torch.Generator:
     return _C._default_generator(_index(device))
+
+
+def __getattr__(name: str):
+    # default_generators is computed on first use: the device count is known once the runtime is.
+    if name == "default_generators":
+        return tuple(_default_generator(index) for index in range(device_count()))
+    raise AttributeError(f"module 'torch.simhpu' has no attribute {name!r}")
 
 
 @torch.compiler.disable
@@ -195,3 +298,21 @@ class device:  # noqa: N801 - the name torch.cuda uses
     def __exit__(self, *exc):
         _C._set_device(self.previous)
         return False
+
+
+class device_of(device):  # noqa: N801 - the name torch.cuda uses
+    """Context manager that makes the device of tensor `obj` current (no change for a CPU tensor)."""
+
+    def __init__(self, obj):
+        self.index = obj.get_device() if obj.device.type == "simhpu" else -1
+        self.previous = -1
+
+    def __enter__(self):
+        if self.index == -1:
+            return self
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        if self.index == -1:
+            return False
+        return super().__exit__(*exc)

@@ -76,3 +76,39 @@ def _start_from_environment() -> None:
     if path:
         _record_memory_history("all", max_entries=100_000)
         _C._set_oom_observer(_dump_on_out_of_memory(path))
+
+
+_SUMMARY_ROWS = (
+    ("Allocated memory", "allocated_bytes", True),
+    ("Active memory", "active_bytes", True),
+    ("Requested memory", "requested_bytes", True),
+    ("Reserved memory", "reserved_bytes", True),
+    ("Allocations", "allocation", False),
+    ("Active allocations", "active", False),
+    ("Segments", "segment", False),
+)
+
+
+def _format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _memory_summary(stats: dict, device: int, abbreviated: bool = False) -> str:
+    """A table of the allocator's statistics, read as torch.cuda.memory_summary's is."""
+    columns = ("current", "peak", "allocated", "freed")
+    lines = [f"simhpu:{device} memory summary (caching allocator; one block per segment)",
+             f"{'Metric':<24}" + "".join(f"{c:>16}" for c in columns)]
+    pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
+    for title, key, in_bytes in _SUMMARY_ROWS:
+        for pool in pools:
+            values = [stats.get(f"{key}.{pool}.{c}", 0) for c in columns]
+            label = title if pool == "all" else f"  from {pool.replace('_', ' ')}"
+            lines.append(f"{label:<24}" + "".join(
+                f"{_format_bytes(v) if in_bytes else v:>16}" for v in values))
+    lines.append(f"{'Out-of-memory errors':<24}{stats.get('num_ooms', 0):>16}")
+    lines.append(f"{'Allocation retries':<24}{stats.get('num_alloc_retries', 0):>16}")
+    return "\n".join(lines) + "\n"

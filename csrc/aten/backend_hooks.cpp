@@ -137,6 +137,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Composite kernels that refuse devices other than CPU/CUDA/XPU by name: on
   // the reference path they run on CPU tensors, and are content.
   m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&reference_fallback>());
+  // Backward operators whose CPU and CUDA kernels are fused, while a device with
+  // no kernel of its own takes their decomposition (CompositeImplicitAutograd),
+  // which rounds differently: served by the CPU kernel, the device computes the
+  // CPU's bits, as CUDA serves its fused kernel. Their own backward is not
+  // needed: autograd calls them only with grad mode off (derivatives.yaml).
+  m.impl("silu_backward", torch::CppFunction::makeFromBoxedFunction<&reference_fallback>());
+  m.impl("mish_backward", torch::CppFunction::makeFromBoxedFunction<&reference_fallback>());
 }
 
 } // namespace simhpu

@@ -2,6 +2,7 @@
 
 #include "aten/result_placement.h"
 #include "runtime/device_memory.h"
+#include "runtime/capture.h"
 #include "runtime/generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -57,19 +58,32 @@ at::Tensor snapshot(const at::Tensor& t) {
   return copy;
 }
 
+// How many random numbers a launch asks its generator for: CUDA's kernels move
+// the Philox offset by about one number per element they write, and the
+// largest tensor an operator is given is the one it fills.
+uint64_t random_numbers_wanted(c10::ArrayRef<c10::IValue> args) {
+  uint64_t numbers = 0;
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor() && arg.toTensor().defined()) {
+      numbers = std::max<uint64_t>(numbers, static_cast<uint64_t>(arg.toTensor().numel()));
+    }
+  }
+  return numbers;
+}
+
 // Random ops draw from the device's generator, in launch order: each launch
-// takes a seed from it and gives the kernel a CPU generator of its own.
-c10::IValue generator_for_launch(const ReferenceOp& ref, const c10::IValue& given, c10::Device device) {
+// takes a seed from it (moving its offset on) and gives the kernel a CPU engine
+// of its own. In a graph capture, each replay seeds that engine afresh.
+c10::IValue generator_for_launch(const ReferenceOp& ref, const c10::IValue& given, c10::Device device,
+                                 uint64_t numbers) {
   at::Generator chosen = given.isNone() ? default_generator(device.index()) : given.toGenerator();
   TORCH_CHECK(chosen.device() == device, ref.name, ": expected a generator of ", device, ", got one of ",
               chosen.device());
-  auto* g = chosen.get<SimhpuGenerator>();
-  uint64_t seed;
-  {
-    std::lock_guard<std::mutex> lock(g->mutex_);
-    seed = g->engine().get<at::CPUGeneratorImpl>()->random64();
+  at::Generator engine = at::make_generator<at::CPUGeneratorImpl>();
+  if (!capture_random_draw(CapturedRandomDraw{chosen, engine, numbers})) {
+    engine.set_current_seed(take_launch_seed(chosen, numbers));
   }
-  return c10::IValue(at::make_generator<at::CPUGeneratorImpl>(seed));
+  return c10::IValue(std::move(engine));
 }
 
 // The worker's side: CPU storages over the record's device storages, made on first use.
@@ -258,7 +272,7 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
         break;
       }
       case ReferenceOp::Arg::Generator:
-        record.args.emplace_back(generator_for_launch(ref, arg, device));
+        record.args.emplace_back(generator_for_launch(ref, arg, device, random_numbers_wanted(args)));
         break;
       case ReferenceOp::Arg::ScalarType:
       case ReferenceOp::Arg::Other:

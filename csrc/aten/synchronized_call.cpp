@@ -26,12 +26,7 @@ namespace {
 // sequence is untouched.
 template <typename Body>
 void with_device_seeded_cpu_generator(c10::Device device, Body body) {
-  uint64_t seed;
-  {
-    auto* g = default_generator(device.index()).get<SimhpuGenerator>();
-    std::lock_guard<std::mutex> lock(g->mutex_);
-    seed = g->engine().get<at::CPUGeneratorImpl>()->random64();
-  }
+  const uint64_t seed = take_launch_seed(default_generator(device.index()), 4);
   at::Generator cpu = at::detail::getDefaultCPUGenerator();
   c10::intrusive_ptr<c10::TensorImpl> saved;
   {

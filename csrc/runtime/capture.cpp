@@ -1,6 +1,7 @@
 #include "runtime/capture.h"
 
 #include "runtime/device.h"
+#include "runtime/generator.h"
 #include "runtime/host_openmp.h"
 #include "runtime/launch_site.h"
 #include "runtime/streams.h"
@@ -9,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -52,7 +54,24 @@ void run_sequence(LaunchRecord& record) {
   }
 }
 
-const KernelDef kGraphReplay{"graph_replay", nullptr, &run_sequence};
+// What a graph replay runs: the graph's records, and the seeds this replay's random kernels draw from.
+struct GraphReplay {
+  std::shared_ptr<const LaunchSequence> sequence;
+  std::vector<uint64_t> seeds;  // one per sequence->random_draws
+};
+
+void run_graph_replay(LaunchRecord& record) {
+  const auto* replay = static_cast<const GraphReplay*>(record.payload_owner.get());
+  const std::vector<CapturedRandomDraw>& draws = replay->sequence->random_draws;
+  for (size_t i = 0; i < draws.size(); ++i) {
+    at::Generator engine = draws[i].kernel_engine;  // shares the engine: a handle, not a copy
+    std::lock_guard<std::mutex> lock(engine.mutex());
+    engine.set_current_seed(replay->seeds[i]);
+  }
+  run_sequence(record);
+}
+
+const KernelDef kGraphReplay{"graph_replay", nullptr, &run_graph_replay};
 const KernelDef kCluster{"cluster", nullptr, &run_sequence};
 
 // Launches what the current cluster collected, and starts it afresh.
@@ -155,7 +174,17 @@ void launch_sequence(const c10::Stream& stream, std::shared_ptr<const LaunchSequ
   record.op_name = cluster ? "compiled graph" : "Graph.replay";
   record.site = site;
   record.payload = sequence.get();
-  record.payload_owner = std::move(sequence);
+  if (cluster) {
+    record.payload_owner = std::move(sequence);
+  } else {
+    // The seeds are taken now, in launch order on the host, as every other launch takes them.
+    auto replay = std::make_shared<GraphReplay>();
+    for (const CapturedRandomDraw& draw : sequence->random_draws) {
+      replay->seeds.push_back(take_launch_seed(draw.device_generator, draw.numbers));
+    }
+    replay->sequence = std::move(sequence);
+    record.payload_owner = std::move(replay);
+  }
   slot.commit();
 }
 
@@ -193,6 +222,12 @@ std::shared_ptr<const LaunchSequence> end_graph_capture() {
 
 bool capturing_graph() {
   return tls_capture && tls_capture->kind == CaptureKind::Graph;
+}
+
+bool capture_random_draw(CapturedRandomDraw draw) {
+  if (!capturing_graph()) return false;
+  tls_capture->sequence->random_draws.push_back(std::move(draw));
+  return true;
 }
 
 bool begin_cluster(c10::DeviceIndex device) {

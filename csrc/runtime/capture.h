@@ -15,6 +15,7 @@
 // mode): other threads' launches are queued as usual.
 #include "runtime/launch_record.h"
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Stream.h>
 
 #include <atomic>
@@ -27,8 +28,19 @@ namespace simhpu {
 // Records in launch order. A deque, so a record being filled stays where it is
 // while others are appended. Holding the records holds the storages they keep
 // alive: memory a captured kernel touches is not reused while the sequence lives.
+// A random launch captured into a graph. Its kernel draws from `kernel_engine`
+// (a CPU generator), which each replay seeds afresh from `device_generator`,
+// in capture order: as a CUDA graph's Philox offset moves at every replay, a
+// replay draws new numbers and moves the device generator on.
+struct CapturedRandomDraw {
+  at::Generator device_generator;
+  at::Generator kernel_engine;
+  uint64_t numbers;
+};
+
 struct LaunchSequence {
   std::deque<LaunchRecord> records;
+  std::vector<CapturedRandomDraw> random_draws;
   // A graph's own memory: blocks allocated while it was captured that its records
   // use. Each replay produces them anew, so a replay starts by forgetting what an
   // earlier replay's failure left undefined there (the user's tensors stay marked).
@@ -77,6 +89,8 @@ void note_allocation_for_capture(const void* block);
 void begin_graph_capture();
 std::shared_ptr<const LaunchSequence> end_graph_capture();
 bool capturing_graph();
+// Adds a random launch to this thread's graph capture; false when it captures no graph.
+bool capture_random_draw(CapturedRandomDraw draw);
 
 // One call of a compiled graph on `device`: launches on its current stream
 // between begin and end go to the queue as one record (none: nothing is

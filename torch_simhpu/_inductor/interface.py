@@ -1,25 +1,13 @@
 """What Dynamo and Inductor ask of the device (torch._dynamo.device_interface)."""
 from __future__ import annotations
 
-import os
-
 import torch
 from torch._dynamo.device_interface import DeviceInterface
 from torch._inductor.codegen.common import DeviceOpOverrides
 
-from torch_simhpu import _C, device as device_module
+from torch_simhpu import device as device_module
 from torch_simhpu import streams
-
-
-class SimHPUDeviceProperties:
-    """The few properties Inductor reads. The device's processor is the host's."""
-
-    def __init__(self, index: int) -> None:
-        self.type = "simhpu"
-        self.index = index
-        self.name = "simhpu"
-        self.multi_processor_count = os.cpu_count() or 1
-        self.total_memory = _C._memory_limit()
+from torch_simhpu.properties import SimhpuDeviceProperties, device_properties
 
 
 class SimHPUInterface(DeviceInterface):
@@ -37,8 +25,8 @@ class SimHPUInterface(DeviceInterface):
             return device_module.current_device()
 
         @staticmethod
-        def get_device_properties(device=None) -> SimHPUDeviceProperties:
-            return SimHPUDeviceProperties(device_module._index(device))
+        def get_device_properties(device=None) -> SimhpuDeviceProperties:
+            return device_properties(device_module._index(device))
 
     current_device = staticmethod(device_module.current_device)
     set_device = staticmethod(device_module.set_device)
@@ -69,8 +57,8 @@ class SimHPUInterface(DeviceInterface):
         return streams.current_stream(device_idx).stream_id
 
     @staticmethod
-    def get_device_properties(device=None) -> SimHPUDeviceProperties:
-        return SimHPUDeviceProperties(device_module._index(device))
+    def get_device_properties(device=None) -> SimhpuDeviceProperties:
+        return device_properties(device_module._index(device))
 
     @staticmethod
     def get_compute_capability(device=None) -> str:
