@@ -16,6 +16,24 @@ DEVICE_TYPE = "simhpu"
 
 def install() -> None:
     _rng_state_operators()
+    _fake_process_group()
+
+
+def _fake_process_group() -> None:
+    """torch.testing._internal.distributed.fake_pg: the "fake" backend's devices.
+
+    PyTorch's fake process group (dry runs, memory planning: torchtitan's
+    comm.mode="fake_backend") registers itself for cpu, cuda, hpu and xpu only.
+    Its module is imported here, so that its registration, done at import, is not
+    done again over this one later.
+    """
+    if not torch.distributed.is_available():
+        return
+    from torch.testing._internal.distributed import fake_pg  # noqa: F401  (registers "fake")
+
+    capable = torch.distributed.Backend.backend_capability["fake"]
+    if DEVICE_TYPE not in capable:
+        capable.append(DEVICE_TYPE)
 
 
 def _rng_state_operators() -> None:
