@@ -281,6 +281,25 @@ def skipped_collective_gives_up_its_turn(rank, world):
     return message
 
 
+def host_collective_follows_queued_device_collectives(rank, world):
+    """An object collective (CPU tensors, run from the host) reaches the transport after the device
+    collectives queued before it, on every rank: DCP's gather_object behind FSDP's reduce-scatters."""
+    x = torch.full((1 << 16,), float(rank + 1), device=device())
+    # Rank 0's stream is busy for 0.3 s: its all-reduces reach the transport late.
+    torch_simhpu._C._sleep_on_device(x, 300_000 if rank == 0 else 1000)
+    for _ in range(3):
+        dist.all_reduce(x)
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"rank": rank, "elements": x.numel()})
+    cpu = torch.full((5,), float(rank), dtype=torch.float64)
+    dist.broadcast(cpu, src=1)
+    assert gathered == [{"rank": r, "elements": 1 << 16} for r in range(world)], gathered
+    assert_close(cpu, torch.full((5,), 1.0, dtype=torch.float64))
+    total = float(sum(range(1, world + 1)))
+    assert_close(x.cpu(), torch.full((1 << 16,), total * world * world))
+    return True
+
+
 def ddp_reports_device_times(rank, world):
     """DDP's runtime statistics come from the device timer (csrc/distributed/ddp_timer.cpp)."""
     from torch.nn.parallel import DistributedDataParallel

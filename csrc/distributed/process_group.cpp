@@ -200,6 +200,25 @@ void check_list_length(const char* op, const char* what, size_t length, int size
               ") tensors, got ", length);
 }
 
+// An operation on CPU tensors runs from the calling thread, but in the group's
+// order: after the device operations launched before it have reached the
+// transport, which matches operations between ranks by the order it is given
+// them (an object collective behind a queued all-reduce would otherwise meet
+// the all-reduce on the other rank).
+template <typename Start>
+c10::intrusive_ptr<c10d::Work> in_group_order(TransportOrder& order, Start start) {
+  const uint64_t ticket = order.take_ticket();
+  order.wait_for_turn(ticket);
+  try {
+    c10::intrusive_ptr<c10d::Work> work = start();
+    order.done(ticket);
+    return work;
+  } catch (...) {
+    order.done(ticket);
+    throw;
+  }
+}
+
 } // namespace
 
 ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size)
@@ -224,7 +243,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::launch(CollectiveCall call) {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
   if (placement_of("broadcast", {&tensors}) == Placement::Host) {
-    return transport_->broadcast(tensors, opts);
+    return in_group_order(*order_, [&] { return transport_->broadcast(tensors, opts); });
   }
   CollectiveCall call{"broadcast", c10d::OpType::BROADCAST, {}, tensors};
   call.signature = with_root(signature_of(tensors), opts.rootRank);
@@ -236,7 +255,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::broadcast(Tensors& tensors, c
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
   if (placement_of("all_reduce", {&tensors}) == Placement::Host) {
-    return transport_->allreduce(tensors, opts);
+    return in_group_order(*order_, [&] { return transport_->allreduce(tensors, opts); });
   }
   return launch(
       in_place_reduction("all_reduce", c10d::OpType::ALLREDUCE, transport_, tensors, opts, &c10d::Backend::allreduce));
@@ -245,7 +264,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce(Tensors& tensors, c
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& tensors,
                                                                      const c10d::AllreduceCoalescedOptions& opts) {
   if (placement_of("all_reduce_coalesced", {&tensors}) == Placement::Host) {
-    return transport_->allreduce_coalesced(tensors, opts);
+    return in_group_order(*order_, [&] { return transport_->allreduce_coalesced(tensors, opts); });
   }
   return launch(in_place_reduction("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, transport_, tensors,
                                    opts, &c10d::Backend::allreduce_coalesced));
@@ -253,7 +272,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   if (placement_of("reduce", {&tensors}) == Placement::Host) {
-    return transport_->reduce(tensors, opts);
+    return in_group_order(*order_, [&] { return transport_->reduce(tensors, opts); });
   }
   CollectiveCall call = in_place_reduction("reduce", c10d::OpType::REDUCE, transport_, tensors, opts,
                                            &c10d::Backend::reduce);
@@ -264,7 +283,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce(Tensors& tensors, cons
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather(TensorLists& outputs, Tensors& inputs,
                                                            const c10d::AllgatherOptions& opts) {
   if (placement_of("all_gather", {&inputs}, {&outputs}) == Placement::Host) {
-    return transport_->allgather(outputs, inputs, opts);
+    return in_group_order(*order_, [&] { return transport_->allgather(outputs, inputs, opts); });
   }
   for (const auto& list : outputs) {
     check_list_length("all_gather", "output lists", list.size(), size_);
@@ -281,7 +300,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_allgather_base(at::Tensor& o
                                                                  const c10d::AllgatherOptions& opts) {
   Tensors in{input}, out{output};
   if (placement_of("all_gather_into_tensor", {&in, &out}) == Placement::Host) {
-    return transport_->_allgather_base(output, input, opts);
+    return in_group_order(*order_, [&] { return transport_->_allgather_base(output, input, opts); });
   }
   check_same_dtype("all_gather_into_tensor", output, input);
   check_contiguous("all_gather_into_tensor", "output", output);
@@ -300,7 +319,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_allgather_base(at::Tensor& o
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather_coalesced(TensorLists& outputs, Tensors& inputs,
                                                                      const c10d::AllgatherOptions& opts) {
   if (placement_of("all_gather_coalesced", {&inputs}, {&outputs}) == Placement::Host) {
-    return transport_->allgather_coalesced(outputs, inputs, opts);
+    return in_group_order(*order_, [&] { return transport_->allgather_coalesced(outputs, inputs, opts); });
   }
   CollectiveCall call{"all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs, flatten(outputs)};
   call.signature = signature_of(inputs);
@@ -313,7 +332,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather_coalesced(TensorLis
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather_into_tensor_coalesced(
     Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) {
   if (placement_of("all_gather_into_tensor_coalesced", {&inputs, &outputs}) == Placement::Host) {
-    return transport_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+    return in_group_order(*order_, [&] { return transport_->allgather_into_tensor_coalesced(outputs, inputs, opts); });
   }
   TORCH_CHECK(outputs.size() == inputs.size(), "simccl all_gather_into_tensor_coalesced: ", outputs.size(),
               " outputs for ", inputs.size(), " inputs");
@@ -331,7 +350,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allgather_into_tensor_coalesc
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::gather(TensorLists& outputs, Tensors& inputs,
                                                         const c10d::GatherOptions& opts) {
   if (placement_of("gather", {&inputs}, {&outputs}) == Placement::Host) {
-    return transport_->gather(outputs, inputs, opts);
+    return in_group_order(*order_, [&] { return transport_->gather(outputs, inputs, opts); });
   }
   CollectiveCall call{"gather", c10d::OpType::GATHER, inputs, flatten(outputs)};
   call.signature = with_root(signature_of(inputs), opts.rootRank);
@@ -344,7 +363,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::gather(TensorLists& outputs, 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::scatter(Tensors& outputs, TensorLists& inputs,
                                                          const c10d::ScatterOptions& opts) {
   if (placement_of("scatter", {&outputs}, {&inputs}) == Placement::Host) {
-    return transport_->scatter(outputs, inputs, opts);
+    return in_group_order(*order_, [&] { return transport_->scatter(outputs, inputs, opts); });
   }
   CollectiveCall call{"scatter", c10d::OpType::SCATTER, flatten(inputs), outputs};
   call.signature = with_root(signature_of(outputs), opts.rootRank);
@@ -357,7 +376,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::scatter(Tensors& outputs, Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter(Tensors& outputs, TensorLists& inputs,
                                                                 const c10d::ReduceScatterOptions& opts) {
   if (placement_of("reduce_scatter", {&outputs}, {&inputs}) == Placement::Host) {
-    return transport_->reduce_scatter(outputs, inputs, opts);
+    return in_group_order(*order_, [&] { return transport_->reduce_scatter(outputs, inputs, opts); });
   }
   for (const auto& list : inputs) {
     check_list_length("reduce_scatter", "input lists", list.size(), size_);
@@ -381,7 +400,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_reduce_scatter_base(at::Tens
                                                                       const c10d::ReduceScatterOptions& opts) {
   Tensors in{input}, out{output};
   if (placement_of("reduce_scatter_tensor", {&in, &out}) == Placement::Host) {
-    return transport_->_reduce_scatter_base(output, input, opts);
+    return in_group_order(*order_, [&] { return transport_->_reduce_scatter_base(output, input, opts); });
   }
   check_same_dtype("reduce_scatter_tensor", output, input);
   check_contiguous("reduce_scatter_tensor", "input", input);
@@ -402,7 +421,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_reduce_scatter_base(at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter_tensor_coalesced(
     Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) {
   if (placement_of("reduce_scatter_tensor_coalesced", {&inputs, &outputs}) == Placement::Host) {
-    return transport_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+    return in_group_order(*order_, [&] { return transport_->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
   }
   TORCH_CHECK(outputs.size() == inputs.size(), "simccl reduce_scatter_tensor_coalesced: ", outputs.size(),
               " outputs for ", inputs.size(), " inputs");
@@ -427,7 +446,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall_base(at::Tensor& out
                                                                const c10d::AllToAllOptions& opts) {
   Tensors in{input}, out{output};
   if (placement_of("all_to_all_single", {&in, &out}) == Placement::Host) {
-    return transport_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+    return in_group_order(*order_, [&] { return transport_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts); });
   }
   check_same_dtype("all_to_all_single", output, input);
   for (const auto* splits : {&output_split_sizes, &input_split_sizes}) {
@@ -449,7 +468,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall_base(at::Tensor& out
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall(Tensors& outputs, Tensors& inputs,
                                                           const c10d::AllToAllOptions& opts) {
   if (placement_of("all_to_all", {&inputs, &outputs}) == Placement::Host) {
-    return transport_->alltoall(outputs, inputs, opts);
+    return in_group_order(*order_, [&] { return transport_->alltoall(outputs, inputs, opts); });
   }
   check_list_length("all_to_all", "inputs", inputs.size(), size_);
   check_list_length("all_to_all", "outputs", outputs.size(), size_);
@@ -464,7 +483,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall(Tensors& outputs, Te
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::send(Tensors& tensors, int dst_rank, int tag) {
   if (placement_of("send", {&tensors}) == Placement::Host) {
-    return transport_->send(tensors, dst_rank, tag);
+    return in_group_order(*order_, [&] { return transport_->send(tensors, dst_rank, tag); });
   }
   CollectiveCall call{"send", c10d::OpType::SEND, tensors, {}};
   call.point_to_point = true;
@@ -476,7 +495,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::send(Tensors& tensors, int ds
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::recv(Tensors& tensors, int src_rank, int tag) {
   if (placement_of("recv", {&tensors}) == Placement::Host) {
-    return transport_->recv(tensors, src_rank, tag);
+    return in_group_order(*order_, [&] { return transport_->recv(tensors, src_rank, tag); });
   }
   CollectiveCall call{"recv", c10d::OpType::RECV, {}, tensors};
   call.point_to_point = true;
@@ -488,7 +507,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::recv(Tensors& tensors, int sr
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::recvAnysource(Tensors& tensors, int tag) {
   if (placement_of("recv", {&tensors}) == Placement::Host) {
-    return transport_->recvAnysource(tensors, tag);
+    return in_group_order(*order_, [&] { return transport_->recvAnysource(tensors, tag); });
   }
   CollectiveCall call{"recv", c10d::OpType::RECVANYSOURCE, {}, tensors};
   call.point_to_point = true;

@@ -99,6 +99,10 @@ def test_a_skipped_collective_gives_up_its_turn(ranks):
     assert "'simccl' launched by all_reduce" in message and "was not run" in message, message
 
 
+def test_a_host_collective_waits_for_the_device_collectives_queued_before_it(ranks):
+    assert ranks.run("host_collective_follows_queued_device_collectives") == [True, True]
+
+
 def test_ddp_runtime_statistics_come_from_the_device(ranks):
     times = ranks.run("ddp_reports_device_times")[0]
     assert all(t > 0 for t in times.values()), times
