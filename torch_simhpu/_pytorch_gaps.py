@@ -8,6 +8,11 @@ package reaches into PyTorch's private modules for this purpose.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
 import torch
 from torch._C import DispatchKey
 
@@ -15,8 +20,73 @@ DEVICE_TYPE = "simhpu"
 
 
 def install() -> None:
+    _autocast_passes_higher_order_operators()
     _rng_state_operators()
     _fake_process_group()
+    _flex_attention_devices()
+    _flex_attention_training_graphs()
+    _after_import("torch._inductor.lowering", _flex_attention_lowering)
+
+
+def _flex_attention_devices() -> None:
+    """torch.nn.attention.flex_attention._validate_device: the devices flex_attention accepts.
+
+    flex_attention refuses every device not in its list (cuda, cpu, xpu, hpu,
+    mps) before it reaches its higher-order operator, whose eager kernels (the
+    dense forward and backward, CompositeExplicitAutograd) serve any device. The
+    device is let through there, forward and backward, as cuda is.
+    """
+    from torch.nn.attention import flex_attention as module
+
+    validate = module._validate_device
+
+    def validate_device(query, key, value):
+        if query.device.type != DEVICE_TYPE:
+            validate(query, key, value)
+
+    module._validate_device = validate_device
+    _flex_attention_autocast()
+
+
+def _flex_attention_autocast() -> None:
+    """torch._higher_order_ops.flex_attention: its autocast kernels, for AutocastCPU and AutocastCUDA.
+
+    Under torch.autocast("simhpu") the operator needs one for AutocastPrivateUse1:
+    as theirs, it casts query, key and value to the autocast dtype and runs the
+    operator with autocast off (torchtitan autocasts a model it does not shard).
+    """
+    module = importlib.import_module("torch._higher_order_ops.flex_attention")
+    hop = module.flex_attention
+    autocast_key = torch._C.DispatchKeySet(DispatchKey.AutocastPrivateUse1)
+
+    def autocast_kernel(query, key, value, score_mod, block_mask, scale, kernel_options, *buffers):
+        dtype = torch.get_autocast_dtype(DEVICE_TYPE)
+        query, key, value = (module._autocast_cast(t, DEVICE_TYPE, dtype) for t in (query, key, value))
+        with torch._C._ExcludeDispatchKeyGuard(autocast_key):
+            return hop(query, key, value, score_mod, block_mask, scale, kernel_options, *buffers)
+
+    hop.py_impl(DispatchKey.AutocastPrivateUse1)(autocast_kernel)
+
+
+def _autocast_passes_higher_order_operators() -> None:
+    """torch._ops: the dispatch keys a higher-order operator passes through by default.
+
+    They include AutocastCPU, AutocastCUDA and AutocastXPU, so a higher-order
+    operator under autocast on those devices runs its body, whose operators
+    autocast one by one; AutocastPrivateUse1 is missing, and every such operator
+    fails under torch.autocast("simhpu") (flex_attention_backward in a compiled
+    training step, for one). Added for the operators made from now on and for
+    those that exist.
+    """
+    import torch._ops as ops
+
+    key = DispatchKey.AutocastPrivateUse1
+    if key not in ops._HIGHER_ORDER_OP_DEFAULT_FALLTHROUGH_DISPATCH_KEYS:
+        ops._HIGHER_ORDER_OP_DEFAULT_FALLTHROUGH_DISPATCH_KEYS.append(key)
+    for hop in ops._higher_order_ops.values():
+        if key not in hop.py_kernels:
+            hop.fallthrough(key)
+            hop._dispatch_cache.clear()
 
 
 def _fake_process_group() -> None:
@@ -89,3 +159,96 @@ def _rng_state_operators() -> None:
     registered_hop_fake_fns[save] = save_selecting
     for hop in (save, run):
         hop._dispatch_cache.clear()
+
+
+def _flex_attention_training_graphs() -> None:
+    """torch._higher_order_ops.flex_attention: how compiled training graphs hold flex_attention.
+
+    Inductor lowers flex_attention's operators with Triton templates, or on the
+    CPU with a C++ template that serves inference only (no logsumexp, no
+    backward). The device's kernels are the host's, so where the C++ template
+    cannot serve (a training graph: the forward keeps its logsumexp, and the
+    backward), the operators are traced as their dense implementation, whose
+    aten operators Inductor compiles like any other. This happens at
+    functionalization, so the traced graph stays functional.
+    """
+    from torch._higher_order_ops.flex_attention import (
+        flex_attention,
+        flex_attention_backward,
+        sdpa_dense,
+        sdpa_dense_backward,
+    )
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+
+    forward_elsewhere = flex_attention.python_key_table[FunctionalTensorMode]
+    backward_elsewhere = flex_attention_backward.python_key_table[FunctionalTensorMode]
+
+    def forward(mode, query, key, value, score_mod, block_mask, scale, kernel_options, *buffers):
+        if query.device.type == DEVICE_TYPE and kernel_options.get("OUTPUT_LOGSUMEXP"):
+            with mode:
+                return sdpa_dense(query, key, value, score_mod, block_mask, scale, kernel_options, *buffers)
+        return forward_elsewhere(mode, query, key, value, score_mod, block_mask, scale, kernel_options, *buffers)
+
+    def backward(mode, query, *rest):
+        if query.device.type == DEVICE_TYPE:
+            with mode:
+                return sdpa_dense_backward(query, *rest)
+        return backward_elsewhere(mode, query, *rest)
+
+    flex_attention.python_key_table[FunctionalTensorMode] = forward
+    flex_attention_backward.python_key_table[FunctionalTensorMode] = backward
+    for hop in (flex_attention, flex_attention_backward):
+        hop._dispatch_cache.clear()
+
+
+def _flex_attention_lowering(lowering) -> None:
+    """torch._inductor.kernel.flex: the template Inductor lowers flex_attention to.
+
+    Its lowering takes the C++ template for "cpu" and a Triton template for any
+    other device; the device's kernels are Inductor's C++ ones, so it takes the
+    C++ template too (inference; see _flex_attention_training_graphs).
+    """
+    from torch._inductor.kernel.flex.flex_cpu import lower_cpu
+
+    operator = torch.ops.higher_order.flex_attention
+    lower_elsewhere = lowering.lowerings[operator]
+
+    def lower(query, *args, **kwargs):
+        if query.get_device().type == DEVICE_TYPE:
+            return lower_cpu(query, *args, **kwargs)
+        return lower_elsewhere(query, *args, **kwargs)
+
+    lowering.lowerings[operator] = lower
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `then(module)` once `name` has been imported (Inductor's modules are
+    imported at the first compile, and are too slow to import with the device)."""
+
+    def __init__(self, name: str, then) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        run_module, then = spec.loader.exec_module, self.then
+
+        class Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return None
+
+            def exec_module(self, module):
+                run_module(module)
+                then(module)
+
+        spec.loader = Loader()
+        return spec
+
+
+def _after_import(name: str, then) -> None:
+    if name in sys.modules:
+        then(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, then))
