@@ -3,12 +3,10 @@
 // is seen as [outer, reduced, inner] and summed in parallel with vector
 // loops; anything else takes a general walk over the input.
 #include "generated/kernel_signatures/sum_dims.h"
-#include "kernels/reduce_sum.h"
 
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_api.h"
 
-#include <ATen/AccumulateType.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -186,53 +184,15 @@ void sum_dense(const DeviceTensor& self, const DeviceTensor& out, int64_t outer,
   }
 }
 
-// The same, accumulated in the compute type (opmath: float for float) or,
-// `wide`, in ATen's accumulate type (double for float).
+// The same, accumulated in the compute type (opmath: float for float).
 void sum_outer_reduced_inner(const DeviceTensor& self, const DeviceTensor& out, int64_t outer, int64_t middle,
-                             int64_t inner, bool wide) {
+                             int64_t inner) {
   SIMHPU_DISPATCH_FLOATING(self.dtype, "sum_dims", [&] {
-    if (wide) {
-      sum_dense<scalar_t, at::acc_type<scalar_t, /*is_cuda=*/false>>(self, out, outer, middle, inner);
-    } else {
-      sum_dense<scalar_t, at::opmath_type<scalar_t>>(self, out, outer, middle, inner);
-    }
+    sum_dense<scalar_t, at::opmath_type<scalar_t>>(self, out, outer, middle, inner);
   });
 }
 
 } // namespace
-
-bool sum_over_zero_strides(const DeviceTensor& in, const DeviceTensor& out) {
-  if (!c10::isFloatingType(in.dtype) || in.dtype != out.dtype || in.numel() == 0) {
-    return false;
-  }
-  // The dimensions that matter (size > 1), slowest first in the input.
-  c10::SmallVector<int64_t, 6> dims;
-  for (int64_t d = 0; d < in.dim(); ++d) {
-    if (in.sizes[d] > 1) dims.push_back(d);
-  }
-  std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return in.strides[a] > in.strides[b]; });
-  // [outer kept][reduced][inner kept], with the input dense and the output dense over the kept ones.
-  int64_t outer = 1, middle = 1, inner = 1, in_expected = 1, out_expected = 1;
-  int stage = 0;  // 0: outer, 1: reduced, 2: inner
-  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {  // fastest first, to check density
-    const int64_t d = *it;
-    if (in.strides[d] != in_expected) return false;
-    in_expected *= in.sizes[d];
-    if (out.strides[d] != 0) {
-      if (out.strides[d] != out_expected) return false;
-      out_expected *= in.sizes[d];
-    }
-  }
-  for (int64_t d : dims) {
-    const bool reduced = out.strides[d] == 0;
-    if (stage == 0 && reduced) stage = 1;
-    if (stage == 1 && !reduced) stage = 2;
-    if (stage == 2 && reduced) return false;  // reduced dimensions not adjacent
-    (stage == 0 ? outer : stage == 1 ? middle : inner) *= in.sizes[d];
-  }
-  sum_outer_reduced_inner(in, out, outer, middle, inner, /*wide=*/true);
-  return true;
-}
 
 void sum_dims(const DeviceTensor& self, c10::IntArrayRef dim, bool keepdim, const DeviceTensor& out) {
   const int64_t dims = self.dim();
@@ -256,7 +216,7 @@ void sum_dims(const DeviceTensor& self, c10::IntArrayRef dim, bool keepdim, cons
     for (int64_t d = 0; d < dims; ++d) {
       (d < lo ? outer : d < hi ? middle : inner) *= self.sizes[d];
     }
-    sum_outer_reduced_inner(self, out, outer, middle, inner, /*wide=*/false);
+    sum_outer_reduced_inner(self, out, outer, middle, inner);
     return;
   }
 
