@@ -525,6 +525,42 @@ def dtensor_redistribute(rank, world):
     assert_close(total.cpu(), full.sum() * 2)
 
 
+def dtensor_random_init_draws_a_stream_per_shard(rank, world):
+    """DTensor's random initialisation takes the device for CUDA-like (it has set_rng_state) and
+    moves the generator's offset so that each shard draws its own numbers: a Shard(0) init is
+    reproducible, differs between the shards, and moves every rank's offset alike; a Replicate
+    init is the same on every rank."""
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor, init_device_mesh
+
+    mesh = init_device_mesh("simhpu", (world,))
+
+    def sharded_init():
+        torch.manual_seed(42)
+        t = distribute_tensor(torch.empty(8, 16, device=device()), mesh, [Shard(0)])
+        torch.nn.init.normal_(t)
+        return t.to_local().cpu(), torch.simhpu.get_rng_state().view(torch.int64).tolist()
+
+    local, state = sharded_init()
+    again, state_again = sharded_init()
+    assert_close(local, again, rtol=0, atol=0)
+    assert state == state_again and state[1] > 0
+    shards = [torch.empty_like(local, device=device()) for _ in range(world)]
+    dist.all_gather(shards, local.to(device()))
+    shards = [s.cpu() for s in shards]
+    assert not torch.equal(shards[0], shards[1])
+    offsets = [None] * world
+    dist.all_gather_object(offsets, state[1])
+    assert len(set(offsets)) == 1, offsets
+
+    torch.manual_seed(7)
+    replicated = distribute_tensor(torch.empty(4, 4, device=device()), mesh, [Replicate()])
+    torch.nn.init.uniform_(replicated)
+    copies = [torch.empty(4, 4, device=device()) for _ in range(world)]
+    dist.all_gather(copies, replicated.to_local())
+    assert_close(copies[0].cpu(), copies[1].cpu(), rtol=0, atol=0)
+    return True
+
+
 def compiled_functional_all_reduce(rank, world):
     """torch.compile of a function with a functional collective (what DTensor and
     compiled FSDP2 trace to) against the same function in eager mode."""

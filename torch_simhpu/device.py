@@ -5,6 +5,8 @@ import torch
 
 from torch_simhpu import _C
 from torch_simhpu import chaos  # noqa: F401  (torch.simhpu.chaos)
+from torch_simhpu import graphs  # noqa: F401  (torch.simhpu.graphs)
+from torch_simhpu import streams  # noqa: F401  (torch.simhpu.streams)
 from torch_simhpu import memory  # noqa: F401  (torch.simhpu.memory)
 from torch_simhpu import sanitizer  # noqa: F401  (torch.simhpu.sanitizer)
 from torch_simhpu import simulation  # noqa: F401  (torch.simhpu.simulation)
@@ -169,6 +171,16 @@ def get_device_capability(device=None) -> tuple[int, int]:
     """(major, minor) of get_device_properties() (see torch_simhpu.properties.CAPABILITY)."""
     properties = get_device_properties(device)
     return properties.major, properties.minor
+
+
+def get_allocator_backend() -> str:
+    """"native": the device's own caching allocator (no pluggable allocator)."""
+    return "native"
+
+
+def get_gencode_flags() -> str:
+    """"": the kernels are compiled for the host, with no device code generations."""
+    return ""
 
 
 def get_arch_list() -> list[str]:

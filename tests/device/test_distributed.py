@@ -103,6 +103,10 @@ def test_a_host_collective_waits_for_the_device_collectives_queued_before_it(ran
     assert ranks.run("host_collective_follows_queued_device_collectives") == [True, True]
 
 
+def test_dtensor_random_init_draws_a_stream_per_shard(ranks):
+    assert ranks.run("dtensor_random_init_draws_a_stream_per_shard") == [True, True]
+
+
 def test_ddp_runtime_statistics_come_from_the_device(ranks):
     times = ranks.run("ddp_reports_device_times")[0]
     assert all(t > 0 for t in times.values()), times

@@ -132,7 +132,8 @@ class Run:
         return read_checkpoint(self.checkpoint(step))
 
 
-def torchtitan(workdir: Path, device: str, nproc: int, tag: str, *args: str, timeout: float = 900) -> Run:
+def torchtitan(workdir: Path, device: str, nproc: int, tag: str, *args: str, timeout: float = 900,
+               env: dict | None = None) -> Run:
     """`torchrun --nproc-per-node N -m torchtitan.train` (device "simhpu") or its CPU reference."""
     if device not in ("simhpu", "cpu"):
         raise ValueError(f"device must be 'simhpu' or 'cpu', got {device!r}")
@@ -140,8 +141,8 @@ def torchtitan(workdir: Path, device: str, nproc: int, tag: str, *args: str, tim
     entry = ["-m", "torchtitan.train"] if device == "simhpu" else [str(CPU_REFERENCE)]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                *entry, "--job.config_file", "debug_model.toml", "--job.dump_folder", str(dump), *args]
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1" if device == "simhpu" else "0")
-    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
+    environment = dict(os.environ, **(env or {}), TORCH_DEVICE_BACKEND_AUTOLOAD="1" if device == "simhpu" else "0")
+    done = subprocess.run(command, cwd=workdir, env=environment, capture_output=True, text=True, timeout=timeout)
     log = ANSI.sub("", done.stdout + done.stderr)
     if done.returncode != 0:
         raise RuntimeError(f"torchtitan on {device} ({tag}) failed with status {done.returncode}:\n{log[-6000:]}")
@@ -168,6 +169,17 @@ def train(workdir: Path, device: str, nproc: int, tag: str, steps: int, *args: s
                       "--checkpoint.enable", "--checkpoint.initial_load_path", str(seed_checkpoint(workdir)),
                       "--checkpoint.interval", "1000", "--checkpoint.last_save_model_only",
                       "--debug.seed", "0", "--debug.deterministic", *args)
+
+
+def train_resumed(workdir: Path, device: str, nproc: int, tag: str, steps: int, stop_at: int, *args: str) -> Run:
+    """As train(), but stopped at step `stop_at` with a full checkpoint (model, optimizer, data
+    loader), then resumed from it in a new run to step `steps`."""
+    common = (*SHORT_RUN, "--checkpoint.enable", "--checkpoint.initial_load_path", str(seed_checkpoint(workdir)),
+              "--checkpoint.interval", str(stop_at), "--debug.seed", "0", "--debug.deterministic", *args)
+    torchtitan(workdir, device, nproc, tag, *common, "--training.steps", str(stop_at),
+               "--checkpoint.no-last_save_model_only")
+    return torchtitan(workdir, device, nproc, tag, *common, "--training.steps", str(steps),
+                      "--checkpoint.last_save_model_only")
 
 
 def read_checkpoint(folder: Path) -> dict:
