@@ -29,6 +29,10 @@ void sum_over_iterator(IteratorOperands& operands) {
     }
   }
   at::Tensor result = out.cpu_view().as_strided(kept_sizes, out.strides);
+  if (reduced.empty()) {  // the reduced dimensions were all of size 1 (an empty list would mean all of them)
+    result.copy_(operands.input(0).cpu_view());
+    return;
+  }
   at::sum_out(result, operands.input(0).cpu_view(), reduced, /*keepdim=*/true, out.dtype);
 }
 SIMHPU_STUB_KERNEL(sum_over_iterator);

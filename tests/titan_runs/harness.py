@@ -163,9 +163,11 @@ def seed_checkpoint(workdir: Path) -> Path:
     return folder
 
 
-def train(workdir: Path, device: str, nproc: int, tag: str, steps: int, *args: str) -> Run:
-    """`steps` steps from the seed checkpoint, the model saved at the last one."""
-    return torchtitan(workdir, device, nproc, tag, *SHORT_RUN, "--training.steps", str(steps),
+def train(workdir: Path, device: str, nproc: int, tag: str, steps: int, *args: str,
+          shape: tuple[str, ...] = SHORT_RUN) -> Run:
+    """`steps` steps from the seed checkpoint, the model saved at the last one (`shape`: the
+    batch's; () keeps the configuration's own)."""
+    return torchtitan(workdir, device, nproc, tag, *shape, "--training.steps", str(steps),
                       "--checkpoint.enable", "--checkpoint.initial_load_path", str(seed_checkpoint(workdir)),
                       "--checkpoint.interval", "1000", "--checkpoint.last_save_model_only",
                       "--debug.seed", "0", "--debug.deterministic", *args)
