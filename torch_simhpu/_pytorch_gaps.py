@@ -19,6 +19,7 @@ from torch._C import DispatchKey
 DEVICE_TYPE = "simhpu"
 
 
+
 def install() -> None:
     _autocast_passes_higher_order_operators()
     _rng_state_operators()
@@ -26,46 +27,6 @@ def install() -> None:
     _flex_attention_devices()
     _flex_attention_training_graphs()
     _after_import("torch._inductor.lowering", _flex_attention_lowering)
-
-
-def _flex_attention_devices() -> None:
-    """torch.nn.attention.flex_attention._validate_device: the devices flex_attention accepts.
-
-    flex_attention refuses every device not in its list (cuda, cpu, xpu, hpu,
-    mps) before it reaches its higher-order operator, whose eager kernels (the
-    dense forward and backward, CompositeExplicitAutograd) serve any device. The
-    device is let through there, forward and backward, as cuda is.
-    """
-    from torch.nn.attention import flex_attention as module
-
-    validate = module._validate_device
-
-    def validate_device(query, key, value):
-        if query.device.type != DEVICE_TYPE:
-            validate(query, key, value)
-
-    module._validate_device = validate_device
-    _flex_attention_autocast()
-
-
-def _flex_attention_autocast() -> None:
-    """torch._higher_order_ops.flex_attention: its autocast kernels, for AutocastCPU and AutocastCUDA.
-
-    Under torch.autocast("simhpu") the operator needs one for AutocastPrivateUse1:
-    as theirs, it casts query, key and value to the autocast dtype and runs the
-    operator with autocast off (torchtitan autocasts a model it does not shard).
-    """
-    module = importlib.import_module("torch._higher_order_ops.flex_attention")
-    hop = module.flex_attention
-    autocast_key = torch._C.DispatchKeySet(DispatchKey.AutocastPrivateUse1)
-
-    def autocast_kernel(query, key, value, score_mod, block_mask, scale, kernel_options, *buffers):
-        dtype = torch.get_autocast_dtype(DEVICE_TYPE)
-        query, key, value = (module._autocast_cast(t, DEVICE_TYPE, dtype) for t in (query, key, value))
-        with torch._C._ExcludeDispatchKeyGuard(autocast_key):
-            return hop(query, key, value, score_mod, block_mask, scale, kernel_options, *buffers)
-
-    hop.py_impl(DispatchKey.AutocastPrivateUse1)(autocast_kernel)
 
 
 def _autocast_passes_higher_order_operators() -> None:
@@ -87,23 +48,6 @@ def _autocast_passes_higher_order_operators() -> None:
         if key not in hop.py_kernels:
             hop.fallthrough(key)
             hop._dispatch_cache.clear()
-
-
-def _fake_process_group() -> None:
-    """torch.testing._internal.distributed.fake_pg: the "fake" backend's devices.
-
-    PyTorch's fake process group (dry runs, memory planning: torchtitan's
-    comm.mode="fake_backend") registers itself for cpu, cuda, hpu and xpu only.
-    Its module is imported here, so that its registration, done at import, is not
-    done again over this one later.
-    """
-    if not torch.distributed.is_available():
-        return
-    from torch.testing._internal.distributed import fake_pg  # noqa: F401  (registers "fake")
-
-    capable = torch.distributed.Backend.backend_capability["fake"]
-    if DEVICE_TYPE not in capable:
-        capable.append(DEVICE_TYPE)
 
 
 def _rng_state_operators() -> None:
@@ -159,6 +103,63 @@ def _rng_state_operators() -> None:
     registered_hop_fake_fns[save] = save_selecting
     for hop in (save, run):
         hop._dispatch_cache.clear()
+
+
+def _fake_process_group() -> None:
+    """torch.testing._internal.distributed.fake_pg: the "fake" backend's devices.
+
+    PyTorch's fake process group (dry runs, memory planning: torchtitan's
+    comm.mode="fake_backend") registers itself for cpu, cuda, hpu and xpu only.
+    Its module is imported here, so that its registration, done at import, is not
+    done again over this one later.
+    """
+    if not torch.distributed.is_available():
+        return
+    from torch.testing._internal.distributed import fake_pg  # noqa: F401  (registers "fake")
+
+    capable = torch.distributed.Backend.backend_capability["fake"]
+    if DEVICE_TYPE not in capable:
+        capable.append(DEVICE_TYPE)
+
+
+def _flex_attention_devices() -> None:
+    """torch.nn.attention.flex_attention._validate_device: the devices flex_attention accepts.
+
+    flex_attention refuses every device not in its list (cuda, cpu, xpu, hpu,
+    mps) before it reaches its higher-order operator, whose eager kernels (the
+    dense forward and backward, CompositeExplicitAutograd) serve any device. The
+    device is let through there, forward and backward, as cuda is.
+    """
+    from torch.nn.attention import flex_attention as module
+
+    validate = module._validate_device
+
+    def validate_device(query, key, value):
+        if query.device.type != DEVICE_TYPE:
+            validate(query, key, value)
+
+    module._validate_device = validate_device
+    _flex_attention_autocast()
+
+
+def _flex_attention_autocast() -> None:
+    """torch._higher_order_ops.flex_attention: its autocast kernels, for AutocastCPU and AutocastCUDA.
+
+    Under torch.autocast("simhpu") the operator needs one for AutocastPrivateUse1:
+    as theirs, it casts query, key and value to the autocast dtype and runs the
+    operator with autocast off (torchtitan autocasts a model it does not shard).
+    """
+    module = importlib.import_module("torch._higher_order_ops.flex_attention")
+    hop = module.flex_attention
+    autocast_key = torch._C.DispatchKeySet(DispatchKey.AutocastPrivateUse1)
+
+    def autocast_kernel(query, key, value, score_mod, block_mask, scale, kernel_options, *buffers):
+        dtype = torch.get_autocast_dtype(DEVICE_TYPE)
+        query, key, value = (module._autocast_cast(t, DEVICE_TYPE, dtype) for t in (query, key, value))
+        with torch._C._ExcludeDispatchKeyGuard(autocast_key):
+            return hop(query, key, value, score_mod, block_mask, scale, kernel_options, *buffers)
+
+    hop.py_impl(DispatchKey.AutocastPrivateUse1)(autocast_kernel)
 
 
 def _flex_attention_training_graphs() -> None:
@@ -233,6 +234,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
         run_module, then = spec.loader.exec_module, self.then
 
         class Loader(importlib.abc.Loader):
