@@ -1,5 +1,7 @@
 #include "chaos/chaos_scheduler.h"
 
+#include "runtime/observers.h"
+
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -44,6 +46,21 @@ std::optional<uint64_t> seed_from_environment() {
   return static_cast<uint64_t>(value);
 }
 
+// What the runtime shows the scheduler: each launch before its worker runs it.
+class ChaosLens final : public RuntimeObserver {
+ public:
+  ChaosLens() { observers::subscribe(this); }
+  void before_kernel(const c10::Stream& stream, bool after_idle) override { before_kernel_slow(stream, after_idle); }
+  // The delays are the workers': a host thread running records itself would skip them.
+  bool allows_host_runs() const override { return false; }
+  std::string context_note() const override { return note(); }
+};
+
+ChaosLens& lens() {
+  static ChaosLens* instance = new ChaosLens();
+  return *instance;
+}
+
 const bool seeded_from_environment = (set_seed(seed_from_environment()), true);
 
 } // namespace
@@ -58,6 +75,7 @@ void set_seed(std::optional<uint64_t> seed) {
   current_seed = seed.value_or(0);
   generation.fetch_add(1, std::memory_order_relaxed);
   detail::on.store(seed.has_value(), std::memory_order_relaxed);
+  observers::set_active(&lens(), seed.has_value());
 }
 
 void before_kernel_slow(const c10::Stream& stream, bool after_idle) {

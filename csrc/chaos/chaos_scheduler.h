@@ -9,8 +9,8 @@
 // with probability 1/2, for a time uniform in [0, 10 ms); any other launch with
 // probability 1/16, for [0, 1 ms).
 //
-// The launch queue's worker calls before_kernel (one arrow into the launch
-// path); off, that is one relaxed atomic load.
+// The runtime does not call it: the scheduler subscribes to the runtime's
+// observers (runtime/observers.h) and is active while a seed is set.
 #include <c10/core/Stream.h>
 
 #include <atomic>
@@ -35,9 +35,6 @@ void set_seed(std::optional<uint64_t> seed);
 
 // On `stream`'s worker, before it runs a record; `after_idle`: the first since it waited for work.
 void before_kernel_slow(const c10::Stream& stream, bool after_idle);
-inline void before_kernel(const c10::Stream& stream, bool after_idle) {
-  if (enabled()) before_kernel_slow(stream, after_idle);
-}
 
 // " (chaos scheduling: SIMHPU_CHAOS=N ...)" while on, for error messages; empty while off.
 std::string note();

@@ -1,9 +1,9 @@
 #include "runtime/launch_queue.h"
 
-#include "chaos/chaos_scheduler.h"
 #include "runtime/env_flags.h"
 #include "runtime/fork_guard.h"
 #include "runtime/launch_site.h"
+#include "runtime/observers.h"
 #include "runtime/spin.h"
 #include "runtime/trace.h"
 
@@ -62,10 +62,10 @@ class KernelThreadState {
 };
 
 // A host thread runs a stream's records while it waits for them unless
-// SIMHPU_HOST_RUNS=0, or chaos scheduling is on (its delays are the worker's).
+// SIMHPU_HOST_RUNS=0, or an observer owns the workers' timing (chaos scheduling).
 bool host_may_run() {
   static const bool allowed = env_flag("SIMHPU_HOST_RUNS", true);
-  return allowed && !chaos::enabled() && !on_worker_thread;
+  return allowed && !on_worker_thread && observers::allow_host_runs();
 }
 
 // A kernel that a launching thread may run itself when the worker sleeps with
@@ -267,7 +267,7 @@ void LaunchQueue::stop_running() {
 
 void LaunchQueue::run_until(uint64_t end, bool after_idle) {
   for (uint64_t position = done_.load(std::memory_order_relaxed); position < end; ++position) {
-    chaos::before_kernel(stream_, after_idle);
+    observers::before_kernel(stream_, after_idle);
     after_idle = false;
     run(ring_[position % kQueueCapacity]);
     // A host going to sleep either sees this progress or is counted in
@@ -341,8 +341,8 @@ std::optional<std::string> LaunchQueue::take_failure() {
   std::lock_guard<std::mutex> lock(failure_mu_);
   std::optional<std::string> failure = std::move(failure_);
   failure_.reset();
-  if (failure && chaos::enabled()) {
-    *failure += chaos::note();
+  if (failure) {
+    *failure += observers::context_notes();
   }
   return failure;
 }

@@ -1,6 +1,6 @@
 #include "sanitizer/stream_sanitizer.h"
 
-#include "chaos/chaos_scheduler.h"
+#include "runtime/observers.h"
 #include "sanitizer/pinned_guard.h"
 #include "runtime/capture.h"
 #include "runtime/device.h"
@@ -252,7 +252,7 @@ std::string race_message(State& st, const Use& use, ActorId me, const LaunchSite
     out << ". Make " << us.name << " wait for " << them.name << " before it (stream.wait_stream(other), or "
         << "other.record_event() then stream.wait_event(event)), or synchronise the host between them";
   }
-  out << chaos::note();
+  out << observers::context_notes();
   return out.str();
 }
 
@@ -377,7 +377,7 @@ std::string reuse_message(const State& st, const FreedBlock& f, const Touch& use
       << " it, and " << owner << " took memory again (at " << where(reused_at) << ") before anything ordered that "
       << "use: real hardware's caching allocator hands the block to that allocation. Call tensor.record_stream("
       << them << ") after the use on it, or make " << owner << " wait for " << them
-      << " before it allocates again" << chaos::note();
+      << " before it allocates again" << observers::context_notes();
   return out.str();
 }
 
@@ -487,7 +487,7 @@ void report_pinned_hits(State& st, const LaunchSite& noticed_at) {
           << "), launched before with non_blocking=True, may still be " << (a.touch.write ? "writing" : "reading")
           << ": nothing ordered the copy before the " << (hit.write ? "write" : "read") << " (noticed at "
           << where(noticed_at) << "). Synchronise " << them << ", or an event recorded after the copy, before "
-          << (hit.write ? "refilling the buffer" : "reading the buffer") << chaos::note();
+          << (hit.write ? "refilling the buffer" : "reading the buffer") << observers::context_notes();
       report_later(st, out.str());
       break;
     }
