@@ -8,6 +8,7 @@
 #include "runtime/device.h"
 #include "runtime/events.h"
 #include "runtime/launch_queue.h"
+#include "runtime/observers.h"
 #include "runtime/pinned_memory.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
@@ -269,8 +270,8 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
 void record_stream(at::Tensor& self, c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device() == self.device(),
               "record_stream: expected a stream of ", self.device(), ", got ", stream);
-  if (sanitizer::enabled() && self.storage().data() != nullptr) {
-    sanitizer::on_record_stream(stream, host_address(self.device().index(), self.storage().data()));
+  if (observers::watched() && self.storage().data() != nullptr) {
+    observers::on_record_stream(stream, host_address(self.device().index(), self.storage().data()));
   }
 }
 

@@ -1,7 +1,7 @@
 #include "aten/resize.h"
 
+#include "runtime/observers.h"
 #include "runtime/streams.h"
-#include "sanitizer/stream_sanitizer.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
@@ -36,7 +36,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   at::DataPtr old = impl->set_data_ptr(storage.allocator()->allocate(new_bytes));
   impl->set_nbytes(new_bytes);
   if (old.get() == nullptr) return;  // nothing was held (an empty storage, a fresh out= tensor)
-  if (sanitizer::enabled()) sanitizer::on_free(device.index(), old.get());
+  observers::on_free_held(device.index(), old.get());
   const c10::Storage retired(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), old_bytes, std::move(old), storage.allocator(), /*resizable=*/false));
   const size_t keep = std::min(new_bytes, old_bytes);

@@ -12,9 +12,9 @@
 #include "runtime/device_memory.h"
 #include "runtime/fork_guard.h"
 #include "runtime/memory_history.h"
+#include "runtime/observers.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
-#include "sanitizer/stream_sanitizer.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/flat_hash_map.h>
@@ -249,13 +249,11 @@ void release_block(void* ptr) {
   cache_for(device_holding(ptr)).free(ptr, gather_memory_stack());
 }
 
-// The deleter of device storages: the block is released now, or, while the
-// sanitizer holds it for launches still pending, once they ran.
+// The deleter of device storages: the block is released now, or, while an
+// observer (the sanitizer) keeps it for launches still pending, once they ran.
 void free_block(void* ptr) {
-  if (!sanitizer::take_over_free(device_holding(ptr), ptr)) release_block(ptr);
+  if (!observers::take_over_free(device_holding(ptr), ptr)) release_block(ptr);
 }
-
-const bool block_release_set = (sanitizer::set_block_release(&release_block), true);
 
 class SimhpuAllocator final : public c10::DeviceAllocator {
  public:
@@ -266,8 +264,8 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
     if (threads_capturing.load(std::memory_order_relaxed) != 0) {
       note_allocation_for_capture(ptr);
     }
-    if (sanitizer::enabled()) {
-      sanitizer::on_allocate(current_stream(device), host_address(device, ptr), nbytes);
+    if (observers::watched()) {
+      observers::on_allocate(current_stream(device), host_address(device, ptr), nbytes);
     }
     return {ptr, ptr, &free_block, device_of(device)};
   }
@@ -296,8 +294,8 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
   // only freed (and reused) once every stream using it is past it; the
   // sanitizer checks frees as real hardware's allocator would reuse them.
   void recordStream(const c10::DataPtr& data, c10::Stream stream) override {
-    if (sanitizer::enabled() && data.get() != nullptr) {
-      sanitizer::on_record_stream(stream, host_address(stream.device_index(), data.get()));
+    if (data.get() != nullptr) {
+      observers::on_record_stream(stream, host_address(stream.device_index(), data.get()));
     }
   }
 
@@ -332,6 +330,10 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
 SimhpuAllocator the_allocator;
 
 } // namespace
+
+void release_device_block(void* device_ptr) {
+  release_block(device_ptr);
+}
 
 std::vector<SegmentInfo> device_segments(c10::DeviceIndex device) {
   check_device_index(device, "memory snapshot");

@@ -59,4 +59,7 @@ struct SegmentInfo {
 };
 std::vector<SegmentInfo> device_segments(c10::DeviceIndex device);
 
+// A device block an observer kept after its storage died (RuntimeObserver::take_over_free) goes back to its cache.
+void release_device_block(void* device_ptr);
+
 } // namespace simhpu

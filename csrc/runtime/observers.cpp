@@ -7,6 +7,7 @@
 namespace simhpu::observers {
 namespace detail {
 std::atomic<int> active{0};
+std::atomic<int64_t> kept_blocks{0};
 } // namespace detail
 
 namespace {
@@ -34,6 +35,13 @@ Subscription* find(RuntimeObserver* observer) {
     if (table[i].observer == observer) return &table[i];
   }
   return nullptr;
+}
+
+template <typename Visit>
+void for_each_subscribed(Visit visit) {
+  Subscription* table = subscriptions();
+  const int n = subscribed.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) visit(*table[i].observer);
 }
 
 template <typename Visit>
@@ -66,6 +74,29 @@ void set_active(RuntimeObserver* observer, bool active) {
 
 void detail::before_kernel(const c10::Stream& stream, bool after_idle) {
   for_each_active([&](RuntimeObserver& o) { o.before_kernel(stream, after_idle); });
+}
+
+void detail::on_allocate(const c10::Stream& stream, const void* host_address, size_t bytes) {
+  for_each_active([&](RuntimeObserver& o) { o.on_allocate(stream, host_address, bytes); });
+}
+
+void detail::on_record_stream(const c10::Stream& stream, const void* block_host_address) {
+  for_each_active([&](RuntimeObserver& o) { o.on_record_stream(stream, block_host_address); });
+}
+
+bool detail::take_over_free(c10::DeviceIndex device, void* device_ptr) {
+  // Every subscriber, active or not: one switched off may still keep blocks.
+  bool taken = false;
+  for_each_subscribed([&](RuntimeObserver& o) { taken = taken || o.take_over_free(device, device_ptr); });
+  return taken;
+}
+
+void detail::on_free_held(c10::DeviceIndex device, void* device_ptr) {
+  for_each_active([&](RuntimeObserver& o) { o.on_free_held(device, device_ptr); });
+}
+
+void detail::on_pinned_free(const void* block) {
+  for_each_active([&](RuntimeObserver& o) { o.on_pinned_free(block); });
 }
 
 bool allow_host_runs() {

@@ -1,6 +1,6 @@
 #include "runtime/pinned_memory.h"
 
-#include "sanitizer/stream_sanitizer.h"
+#include "runtime/observers.h"
 
 #include <c10/util/Exception.h>
 
@@ -47,7 +47,7 @@ void unmap(PinnedBlock* block) {
 
 void free_pinned(void* context) {
   auto* block = static_cast<PinnedBlock*>(context);
-  sanitizer::on_pinned_free(block->program);  // a guarded block is accessible again first
+  observers::on_pinned_free(block->program);  // a guarded block is accessible again first
   {
     std::lock_guard<std::mutex> lock(blocks().mu);
     if (blocks().cached_bytes + block->size <= kMaxCachedBytes) {

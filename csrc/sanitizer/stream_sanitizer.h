@@ -33,8 +33,9 @@
 // faults (see pinned_guard.h), is judged against the block's launches and is
 // reported at the next launch or synchronisation.
 //
-// The runtime tells it about launches (LaunchSlot), host waits, allocations,
-// frees and record_stream; nothing else of the runtime knows it. Off, each hook
+// Allocations, frees, record_stream and pinned frees reach it as a runtime
+// observer (runtime/observers.h); launches (LaunchSlot), host waits and host
+// accesses are still called by name, until they are events too. Off, each hook
 // is one relaxed atomic load.
 #include "runtime/launch_record.h"
 
@@ -112,9 +113,6 @@ inline bool take_over_free(c10::DeviceIndex device, void* device_ptr) {
 // The program frees a device block whose memory stays held for queued launches
 // (a storage resized in place): judged as a free now (see take_over_free).
 void on_free(c10::DeviceIndex device, void* device_ptr);
-// Set by the allocator: returns a block to its cache.
-void set_block_release(void (*release)(void* device_ptr));
-
 // A pinned host block is freed (the sanitizer stops guarding it).
 void on_pinned_free(const void* block);
 

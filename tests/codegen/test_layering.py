@@ -14,9 +14,8 @@ LAYERS = ("runtime", "aten", "distributed")
 LENSES = ("chaos", "sanitizer", "simclock")
 NOT_YET_OBSERVERS = {
     ("aten/fallback.cpp", "simclock"), ("aten/minimal_ops.cpp", "sanitizer"), ("aten/minimal_ops.cpp", "simclock"),
-    ("aten/resize.cpp", "sanitizer"), ("aten/synchronized_call.cpp", "sanitizer"),
-    ("distributed/collective.cpp", "simclock"), ("runtime/allocator.cpp", "sanitizer"),
-    ("runtime/events.cpp", "sanitizer"), ("runtime/events.cpp", "simclock"), ("runtime/pinned_memory.cpp", "sanitizer"),
+    ("aten/synchronized_call.cpp", "sanitizer"), ("distributed/collective.cpp", "simclock"),
+    ("runtime/events.cpp", "sanitizer"), ("runtime/events.cpp", "simclock"),
     ("runtime/streams.cpp", "sanitizer"), ("runtime/streams.cpp", "simclock"),
 }
 INCLUDE = re.compile(r'#include\s+"(\w+)/')
@@ -43,3 +42,9 @@ def test_the_runtime_names_no_lens_beyond_those_still_to_move():
 def test_chaos_scheduling_is_an_observer():
     assert not {entry for entry in lens_includes() if entry[1] == "chaos"}
     assert "observers::subscribe" in (ROOT / "csrc/chaos/chaos_scheduler.cpp").read_text()
+
+
+def test_the_allocator_and_pinned_memory_tell_the_sanitizer_only_through_observers():
+    for path in ("runtime/allocator.cpp", "runtime/pinned_memory.cpp", "aten/resize.cpp"):
+        assert "sanitizer::" not in (ROOT / "csrc" / path).read_text(), path
+    assert "observers::subscribe" in (ROOT / "csrc/sanitizer/stream_sanitizer.cpp").read_text()
