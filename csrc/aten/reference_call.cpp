@@ -1,8 +1,8 @@
 #include "aten/reference_call.h"
 
 #include "aten/result_placement.h"
-#include "runtime/device_memory.h"
 #include "runtime/capture.h"
+#include "runtime/device_memory.h"
 #include "runtime/generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
