@@ -11,8 +11,8 @@
 #include "aten/resize.h"
 #include "aten/sparse.h"
 #include "aten/synchronized_call.h"
+#include "runtime/observers.h"
 #include "runtime/streams.h"
-#include "simclock/sim_clock.h"
 
 
 #include <ATen/MemoryOverlap.h>
@@ -178,9 +178,7 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
     }
   }
   const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
-  if (simclock::enabled()) {
-    simclock::hint_reference_op(ref.op, args, results);  // (a FLOP formula may take the GIL too)
-  }
+  observers::on_reference_op(ref.op, args, results);  // (before the slot: describing the work may take the GIL too)
   {
     LaunchSlot slot(device.index());
     LaunchRecord& record = slot.record();

@@ -12,8 +12,6 @@
 #include "runtime/pinned_memory.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
-#include "sanitizer/stream_sanitizer.h"
-#include "simclock/sim_clock.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
@@ -175,15 +173,15 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     // copy non_blocking: then the kernel reads it in place, later.
     const c10::DeviceGuard guard(dst.device());
     const bool in_place = src_on_device || (non_blocking && is_pinned(self.data_ptr()));
-    if (simclock::enabled() && !src_on_device) {
-      simclock::LaunchCost cost;
+    if (observers::watched() && !src_on_device) {
+      LaunchWork cost;
       // A 0-dim host tensor (a Python number TensorIterator moves to the device
       // for a binary op) is a kernel argument on parts whose kernels take CPU
       // scalars, as CUDA's do: no transfer to price.
-      cost.work = self.dim() == 0 ? simclock::Work::KernelArgument : simclock::Work::HostToDevice;
+      cost.work = self.dim() == 0 ? Work::KernelArgument : Work::HostToDevice;
       cost.bytes = static_cast<double>(self.nbytes());
       cost.pageable = !is_pinned(self.data_ptr());
-      simclock::hint(cost);
+      describe_next_launch(cost);
     }
     EXEC_CMD_FOR(kCopyFrom, copy, in_place ? self : self.clone(at::MemoryFormat::Contiguous), written(dst));
     if (!src_on_device && !non_blocking && !self.unsafeGetTensorImpl()->is_wrapped_number() && !on_launch_worker()) {
@@ -222,11 +220,11 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     // Out of the device into pinned memory, non_blocking: queued like a kernel;
     // the host sees the data once the stream is synchronised.
     const c10::DeviceGuard guard(self.device());
-    if (simclock::enabled()) {
-      simclock::LaunchCost cost;
-      cost.work = simclock::Work::DeviceToHost;
+    if (observers::watched()) {
+      LaunchWork cost;
+      cost.work = Work::DeviceToHost;
       cost.bytes = static_cast<double>(self.nbytes());
-      simclock::hint(cost);
+      describe_next_launch(cost);
     }
     EXEC_CMD_FOR(kCopyFrom, copy, self, written(dst));
     return dst;
@@ -238,13 +236,13 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   count_route(kCopyFrom, Route::Synchronized);
   synchronize_stream(current_stream(self.device().index()));
   check_defined(self, "copy_");
-  if (sanitizer::enabled()) {  // the host itself reads the source
-    sanitizer::on_host_access(describe_tensor(self), false, kCopyFrom);
+  if (observers::watched()) {  // the host itself reads the source
+    observers::on_host_access(describe_tensor(self), false, kCopyFrom);
   }
   copy_on_host(self, dst);
-  if (simclock::enabled()) {  // the host waited for the transfer too
-    simclock::on_host_transfer(static_cast<double>(self.nbytes()),
-                               !is_pinned(src_on_device ? dst.data_ptr() : self.data_ptr()));
+  if (observers::watched()) {  // the host waited for the transfer too
+    observers::on_host_transfer(static_cast<double>(self.nbytes()),
+                                !is_pinned(src_on_device ? dst.data_ptr() : self.data_ptr()));
   }
   return dst;
 }
@@ -258,8 +256,8 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
   count_route("aten::_local_scalar_dense", Route::Synchronized);
   synchronize_stream(current_stream(self.device().index()));
   check_defined(self, "item");
-  if (sanitizer::enabled()) {  // the host reads the value: a stream other than the current one may still write it
-    sanitizer::on_host_access(describe_tensor(self), false, "aten::_local_scalar_dense");
+  if (observers::watched()) {  // the host reads the value: a stream other than the current one may still write it
+    observers::on_host_access(describe_tensor(self), false, "aten::_local_scalar_dense");
   }
   return describe_tensor(self).cpu_view().item();
 }

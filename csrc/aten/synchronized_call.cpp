@@ -6,9 +6,9 @@
 #include "aten/resize.h"
 #include "aten/sparse.h"
 #include "runtime/generator.h"
+#include "runtime/observers.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
-#include "sanitizer/stream_sanitizer.h"
 
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -80,12 +80,12 @@ void write_back(const at::Tensor& device_tensor, const at::Tensor& host) {
 void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
   synchronize_stream(current_stream(device.index()));
-  // The host reads these now (and writes what the call writes): the sanitizer
-  // checks that other streams' work on them is ordered before.
+  // The host reads these now (and writes what the call writes): observers (the
+  // sanitizer) check that other streams' work on them is ordered before.
   auto host_uses = [&](const at::Tensor& t, bool write) {
     check_defined(t, ref.name.c_str());
-    if (sanitizer::enabled() && t.defined() && t.is_privateuseone()) {
-      sanitizer::on_host_access(describe_tensor(t), write, ref.name.c_str());
+    if (observers::watched() && t.defined() && t.is_privateuseone()) {
+      observers::on_host_access(describe_tensor(t), write, ref.name.c_str());
     }
   };
   for (size_t i = 0; i < args.size(); ++i) {

@@ -3,8 +3,8 @@
 #include "runtime/events.h"
 #include "runtime/launch_record.h"
 #include "runtime/launch_site.h"
+#include "runtime/observers.h"
 #include "runtime/streams.h"
-#include "simclock/sim_clock.h"
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
@@ -262,10 +262,10 @@ class CollectiveWork final : public c10d::Work {
   void launch_completion(const c10::Stream& stream) {
     block_on_event(end_event_, stream);  // the transfer has started (see launch_collective)
     const LaunchSite site = capture_launch_site();
-    if (simclock::enabled()) {
-      simclock::LaunchCost marker;  // the transfer's time is the start record's
-      marker.work = simclock::Work::Marker;
-      simclock::hint(marker);
+    if (observers::watched()) {
+      LaunchWork marker;  // the transfer's work is the start record's
+      marker.work = simhpu::Work::Marker;
+      describe_next_launch(marker);
     }
     LaunchSlot slot(stream);
     LaunchRecord& record = slot.record();
@@ -308,14 +308,14 @@ double total_bytes(const std::vector<at::Tensor>& tensors) {
   return bytes;
 }
 
-// What simulated time prices a collective by: its kind, and the bytes the
-// fabric model counts for that kind (the gathered whole for a gather, the
+// What a collective does, as a fabric model prices it: its kind, and the bytes
+// it counts for that kind (the gathered whole for a gather, the
 // input for a reduce-scatter, the buffer otherwise).
-simclock::LaunchCost collective_cost(const CollectiveCall& call) {
+LaunchWork collective_work(const CollectiveCall& call) {
   using c10d::OpType;
-  using Kind = simclock::CollectiveKind;
-  simclock::LaunchCost cost;
-  cost.work = simclock::Work::Collective;
+  using Kind = CollectiveKind;
+  LaunchWork cost;
+  cost.work = simhpu::Work::Collective;
   cost.ranks = call.ranks;
   // (in-place collectives name their buffer as outputs only)
   cost.bytes = std::max(total_bytes(call.inputs), total_bytes(call.outputs));
@@ -358,7 +358,7 @@ c10::intrusive_ptr<c10d::Work> launch_collective(const std::shared_ptr<Transport
   auto op = std::make_shared<Operation>(std::move(call), order, rank_description);
   {
     const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
-    if (simclock::enabled()) simclock::hint(collective_cost(op->call));
+    if (observers::watched()) describe_next_launch(collective_work(op->call));
     LaunchSlot slot(comm);
     op->ticket = order->take_ticket();
     LaunchRecord& record = slot.record();

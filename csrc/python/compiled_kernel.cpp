@@ -9,8 +9,9 @@
 #include "runtime/device.h"
 #include "runtime/kernel_arg.h"
 #include "runtime/launch_site.h"
+#include "runtime/launch_work.h"
+#include "runtime/observers.h"
 #include "runtime/streams.h"
-#include "simclock/launch_hint.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -110,7 +111,7 @@ class PyCompiledKernel {
       }
     }
     TORCH_CHECK(device.has_value(), "simhpu compiled kernel '", name, "': no simhpu tensor among its arguments");
-    if (simclock::enabled()) hint_cost(args);
+    if (observers::watched()) describe_work(args);
     LaunchSlot slot(current_stream(device->index()));
     LaunchRecord& record = slot.record();
     record.kernel = &kernel.def;
@@ -125,11 +126,10 @@ class PyCompiledKernel {
   }
 
  private:
-  // What simulated time knows of the kernel, as Inductor does: the buffers it
-  // reads and writes (its records describe them by address alone), one
-  // operation per element of the largest.
-  void hint_cost(const py::args& args) const {
-    simclock::LaunchCost cost;
+  // What the kernel does, as Inductor prices it: the buffers it reads and writes
+  // (its records describe them by address alone), one operation per element of the largest.
+  void describe_work(const py::args& args) const {
+    LaunchWork cost;
     cost.bytes = 0;
     cost.flops = 0;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -142,7 +142,7 @@ class PyCompiledKernel {
         if (cost.dtype == c10::ScalarType::Undefined) cost.dtype = t.scalar_type();
       }
     }
-    simclock::hint(cost);
+    describe_next_launch(cost);
   }
 
   void add(LaunchRecord& record, ArgKind kind, PyObject* arg, size_t i, c10::Device device) const {

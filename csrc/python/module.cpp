@@ -16,9 +16,10 @@
 #include "runtime/fork_guard.h"
 #include "runtime/generator.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/launch_work.h"
+#include "runtime/observers.h"
 #include "runtime/streams.h"
 #include "runtime/trace.h"
-#include "simclock/launch_hint.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/DeviceGuard.h>
@@ -43,10 +44,10 @@ void _launch_failing_kernel(const at::Tensor& t) {
 // only names the device: the kernel neither reads nor writes it.
 void _sleep_on_device(const at::Tensor& t, int64_t microseconds) {
   const c10::DeviceGuard guard(t.device());
-  if (simclock::enabled()) {  // on the part too, the kernel takes that long
-    simclock::LaunchCost cost;
+  if (observers::watched()) {  // on the part too, the kernel takes that long
+    LaunchWork cost;
     cost.seconds = static_cast<double>(microseconds) * 1e-6;
-    simclock::hint(cost);
+    describe_next_launch(cost);
   }
   EXEC_CMD(sleep_on_device, microseconds);
 }

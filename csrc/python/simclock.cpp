@@ -53,20 +53,19 @@ DeviceProfile profile_of(const py::dict& d) {
   return p;
 }
 
-simclock::Work work_named(const std::string& name) {
-  using simclock::Work;
+Work work_named(const std::string& name) {
   for (Work w : {Work::Vector, Work::Matrix, Work::HostToDevice, Work::DeviceToHost, Work::Collective, Work::Marker,
                  Work::KernelArgument}) {
-    if (name == simclock::work_name(w)) return w;
+    if (name == work_name(w)) return w;
   }
   TORCH_CHECK(false, "simulated time: unknown kind of work '", name, "'");
 }
 
-simclock::CollectiveKind collective_named(const std::string& name) {
-  using K = simclock::CollectiveKind;
+CollectiveKind collective_named(const std::string& name) {
+  using K = CollectiveKind;
   for (K k : {K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::Reduce, K::AllToAll, K::PointToPoint,
               K::Barrier}) {
-    if (name == simclock::collective_name(k)) return k;
+    if (name == collective_name(k)) return k;
   }
   TORCH_CHECK(false, "simulated time: unknown collective '", name, "'");
 }
@@ -95,9 +94,9 @@ py::object to_python(const c10::IValue& v) {
 py::tuple entry_tuple(const simclock::Entry& e) {
   const char* file = e.site.known() ? e.site.file() : nullptr;
   return py::make_tuple(e.op, e.kernel, file ? py::object(py::str(file)) : py::object(py::none()),
-                        file ? e.site.line() : 0, e.device, e.stream, simclock::work_name(e.work),
+                        file ? e.site.line() : 0, e.device, e.stream, work_name(e.work),
                         simclock::bound_name(e.bound),
-                        e.work == simclock::Work::Collective ? py::object(py::str(simclock::collective_name(e.collective)))
+                        e.work == Work::Collective ? py::object(py::str(collective_name(e.collective)))
                                                              : py::object(py::none()),
                         e.ranks, e.flops,
                         e.bytes, e.peak_fraction, e.launched, e.start, e.end,
@@ -138,7 +137,7 @@ void bind_simclock(py::module_& m) {
     return out;
   });
   m.def("_simclock_cost", [](const std::string& work, double flops, double bytes, c10::ScalarType dtype) {
-    simclock::LaunchCost cost;
+    LaunchWork cost;
     cost.work = work_named(work);
     cost.flops = flops;
     cost.bytes = bytes;

@@ -2,9 +2,8 @@
 
 #include "runtime/capture.h"
 #include "runtime/launch_record.h"
+#include "runtime/observers.h"
 #include "runtime/streams.h"
-#include "sanitizer/stream_sanitizer.h"
-#include "simclock/sim_clock.h"
 
 #include <c10/util/Exception.h>
 
@@ -65,7 +64,7 @@ bool synchronize_event_for(void* event, std::chrono::milliseconds timeout) {
     return true;
   }
   before_host_wait(-1, "Event.synchronize");
-  const double began = simclock::wait_begins();
+  observers::on_host_wait_begins();
   bool reached;
   {
     std::unique_lock<std::mutex> lock(e->mu);
@@ -77,10 +76,7 @@ bool synchronize_event_for(void* event, std::chrono::milliseconds timeout) {
       reached = e->cv.wait_for(lock, timeout, [&] { return e->reached >= version; });
     }
   }
-  if (reached) {
-    sanitizer::on_host_waited_for_event(e);
-    if (simclock::enabled()) simclock::on_host_waited_for_event(e, began);
-  }
+  if (reached) observers::on_host_waited_for_event(e);
   return reached;
 }
 
@@ -93,13 +89,8 @@ double elapsed_ms(void* start, void* end) {
   if (a == b) {
     return 0.0;
   }
-  if (simclock::enabled()) {
-    // With a device profile on, the time the modelled part would take.
-    const std::optional<double> from = simclock::event_time(a), to = simclock::event_time(b);
-    TORCH_CHECK(from && to, "elapsed_time: simulated time is on (a device profile is set) but ",
-                from ? "the end" : "the start",
-                " event was recorded before it was turned on; record both events after set_profile()/simulate()");
-    return (*to - *from) * 1e3;
+  if (const std::optional<double> seconds = observers::elapsed_seconds(a, b)) {
+    return *seconds * 1e3;  // an observer keeps the modelled part's time
   }
   // Both locks at once, deadlock-free whichever order two threads pass the events in.
   std::scoped_lock lock(a->mu, b->mu);
@@ -108,7 +99,7 @@ double elapsed_ms(void* start, void* end) {
 
 void destroy_event(void* event) {
   if (event != nullptr) {
-    if (simclock::enabled()) simclock::on_event_destroyed(event);
+    observers::on_event_destroyed(event);
     c10::intrusive_ptr<SimEvent>::reclaim(static_cast<SimEvent*>(event));  // drops the handle's reference
   }
 }

@@ -14,6 +14,7 @@ namespace {
 
 struct Subscription {
   RuntimeObserver* observer;
+  observers::Role role = Role::Watches;
   std::atomic<bool> active{false};
 };
 
@@ -44,23 +45,27 @@ void for_each_subscribed(Visit visit) {
   for (int i = 0; i < n; ++i) visit(*table[i].observer);
 }
 
+// Those that check first (see Role), then the others, each in subscription order.
 template <typename Visit>
 void for_each_active(Visit visit) {
   Subscription* table = subscriptions();
   const int n = subscribed.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) {
-    if (table[i].active.load(std::memory_order_relaxed)) visit(*table[i].observer);
+  for (Role role : {Role::Checks, Role::Watches}) {
+    for (int i = 0; i < n; ++i) {
+      if (table[i].role == role && table[i].active.load(std::memory_order_relaxed)) visit(*table[i].observer);
+    }
   }
 }
 
 } // namespace
 
-void subscribe(RuntimeObserver* observer) {
+void subscribe(RuntimeObserver* observer, Role role) {
   std::lock_guard<std::mutex> lock(subscribe_mu);
   if (find(observer) != nullptr) return;
   const int n = subscribed.load(std::memory_order_relaxed);
   if (n == kMaxObservers) std::abort();  // a build with more lenses than slots: raise kMaxObservers
   subscriptions()[n].observer = observer;
+  subscriptions()[n].role = role;
   subscribed.store(n + 1, std::memory_order_release);
 }
 
@@ -97,6 +102,60 @@ void detail::on_free_held(c10::DeviceIndex device, void* device_ptr) {
 
 void detail::on_pinned_free(const void* block) {
   for_each_active([&](RuntimeObserver& o) { o.on_pinned_free(block); });
+}
+
+void detail::before_launch() {
+  for_each_active([&](RuntimeObserver& o) { o.before_launch(); });
+}
+
+void detail::on_launch(LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph) {
+  for_each_active([&](RuntimeObserver& o) { o.on_launch(record, stream, work, in_graph); });
+}
+
+void detail::on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                             c10::ArrayRef<c10::IValue> outputs) {
+  for_each_active([&](RuntimeObserver& o) { o.on_reference_op(op, args, outputs); });
+}
+
+void detail::on_host_wait_begins() {
+  for_each_active([&](RuntimeObserver& o) { o.on_host_wait_begins(); });
+}
+
+void detail::on_host_waited_for_stream(const c10::Stream& stream) {
+  for_each_active([&](RuntimeObserver& o) { o.on_host_waited_for_stream(stream); });
+}
+
+void detail::on_host_waited_for_device(c10::DeviceIndex device) {
+  for_each_active([&](RuntimeObserver& o) { o.on_host_waited_for_device(device); });
+}
+
+void detail::on_host_waited_for_event(const void* event) {
+  for_each_active([&](RuntimeObserver& o) { o.on_host_waited_for_event(event); });
+}
+
+void detail::after_host_wait() {
+  for_each_active([&](RuntimeObserver& o) { o.after_host_wait(); });
+}
+
+void detail::on_host_access(const DeviceTensor& tensor, bool write, const char* op) {
+  for_each_active([&](RuntimeObserver& o) { o.on_host_access(tensor, write, op); });
+}
+
+void detail::on_host_transfer(double bytes, bool pageable) {
+  for_each_active([&](RuntimeObserver& o) { o.on_host_transfer(bytes, pageable); });
+}
+
+void detail::on_event_destroyed(const void* event) {
+  for_each_active([&](RuntimeObserver& o) { o.on_event_destroyed(event); });
+}
+
+std::optional<double> elapsed_seconds(const void* start, const void* end) {
+  std::optional<double> seconds;
+  if (!detail::watched()) return seconds;
+  for_each_active([&](RuntimeObserver& o) {
+    if (!seconds) seconds = o.elapsed_seconds(start, end);
+  });
+  return seconds;
 }
 
 bool allow_host_runs() {

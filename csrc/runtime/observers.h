@@ -1,20 +1,32 @@
 #pragma once
 // The runtime's events, published for whoever watches them: the lenses (chaos
-// scheduling first; the sanitizer, simulated time, memory history and the trace
-// follow). The runtime names no lens: it publishes here, and a lens is one
-// folder that subscribes a RuntimeObserver when the library loads.
+// scheduling, the stream sanitizer, simulated time). The runtime names no lens:
+// it publishes here, and a lens is one folder that subscribes a RuntimeObserver
+// when the library loads.
 //
 // A lens that is switched off says so (set_active), and an event no active
 // observer watches costs the runtime one relaxed atomic load: nothing
 // measurable on the launch path.
+#include "runtime/launch_work.h"
+
 #include <c10/core/Stream.h>
+#include <c10/util/ArrayRef.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
+namespace c10 {
+class OperatorHandle;
+struct IValue;
+} // namespace c10
+
 namespace simhpu {
+
+struct DeviceTensor;
+struct LaunchRecord;
 
 class RuntimeObserver {
  public:
@@ -26,6 +38,38 @@ class RuntimeObserver {
   virtual bool allows_host_runs() const { return true; }
   // Words for the end of a device error or a report ("(chaos scheduling was on: ...)"), or "".
   virtual std::string context_note() const { return {}; }
+
+  // Launches, on the launching thread and in launch order. A launch is about to
+  // be claimed on this thread, outside any other launch (an observer may make launches of its own here).
+  virtual void before_launch() {}
+  // `record` is about to be queued on `stream`; `work`: what its launcher said
+  // it does (launch_work.h), or null. `in_graph`: it is being captured into a
+  // graph (it runs, and is seen, when the graph is replayed). An observer
+  // subscribed to check launches may raise: the launch then does not happen.
+  virtual void on_launch(LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph) {}
+  // A reference-path operator (aten's CPU kernel run for the device) is about to
+  // launch: an observer may describe its work (describe_next_launch).
+  virtual void on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                               c10::ArrayRef<c10::IValue> outputs) {}
+
+  // The host. It starts waiting for the device (on this thread), then has
+  // waited for everything queued so far on a stream / a device / up to an
+  // event's last record; after_host_wait: the wait returned normally (an
+  // observer may raise what it found meanwhile).
+  virtual void on_host_wait_begins() {}
+  virtual void on_host_waited_for_stream(const c10::Stream& stream) {}
+  virtual void on_host_waited_for_device(c10::DeviceIndex device) {}
+  virtual void on_host_waited_for_event(const void* event) {}
+  virtual void after_host_wait() {}
+  // The host reads (or writes) device memory itself (`op`: what does).
+  virtual void on_host_access(const DeviceTensor& tensor, bool write, const char* op) {}
+  // The host itself moved `bytes` over the host link (a blocking copy it made).
+  virtual void on_host_transfer(double bytes, bool pageable) {}
+
+  // Events. An event dies; the time between two completed events' last records,
+  // if this observer keeps time (it may raise when it cannot tell).
+  virtual void on_event_destroyed(const void* event) {}
+  virtual std::optional<double> elapsed_seconds(const void* start, const void* end) { return std::nullopt; }
 
   // Memory. A device block handed out for `stream` (its host address and size).
   virtual void on_allocate(const c10::Stream& stream, const void* host_address, size_t bytes) {}
@@ -53,13 +97,28 @@ void on_record_stream(const c10::Stream& stream, const void* block_host_address)
 bool take_over_free(c10::DeviceIndex device, void* device_ptr);
 void on_free_held(c10::DeviceIndex device, void* device_ptr);
 void on_pinned_free(const void* block);
+void before_launch();
+void on_launch(LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph);
+void on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                     c10::ArrayRef<c10::IValue> outputs);
+void on_host_wait_begins();
+void on_host_waited_for_stream(const c10::Stream& stream);
+void on_host_waited_for_device(c10::DeviceIndex device);
+void on_host_waited_for_event(const void* event);
+void after_host_wait();
+void on_host_access(const DeviceTensor& tensor, bool write, const char* op);
+void on_host_transfer(double bytes, bool pageable);
+void on_event_destroyed(const void* event);
 inline bool watched() {
   return active.load(std::memory_order_relaxed) != 0;
 }
 } // namespace detail
 
+// Observers that check launches (and may refuse one by raising) see each event
+// before those that only watch: a refused launch is not seen by the others.
+enum class Role { Watches, Checks };
 // `observer` watches from now on, for the library's lifetime; it starts inactive.
-void subscribe(RuntimeObserver* observer);
+void subscribe(RuntimeObserver* observer, Role role = Role::Watches);
 // Switches a subscribed observer's events on or off.
 void set_active(RuntimeObserver* observer, bool active);
 
@@ -96,6 +155,47 @@ inline void keep(int64_t blocks) {
 }
 // Every active observer's context_note, in subscription order.
 std::string context_notes();
+
+// Launch and host events: see RuntimeObserver. One relaxed load while nothing watches.
+inline void before_launch() {
+  if (detail::watched()) detail::before_launch();
+}
+inline void on_launch(LaunchRecord& record, const c10::Stream& stream, bool in_graph) {
+  if (!detail::watched()) return;
+  const std::optional<LaunchWork> work = take_next_launch_work();
+  detail::on_launch(record, stream, work ? &*work : nullptr, in_graph);
+}
+inline void on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                            c10::ArrayRef<c10::IValue> outputs) {
+  if (detail::watched()) detail::on_reference_op(op, args, outputs);
+}
+inline void on_host_wait_begins() {
+  if (detail::watched()) detail::on_host_wait_begins();
+}
+inline void on_host_waited_for_stream(const c10::Stream& stream) {
+  if (detail::watched()) detail::on_host_waited_for_stream(stream);
+}
+inline void on_host_waited_for_device(c10::DeviceIndex device) {
+  if (detail::watched()) detail::on_host_waited_for_device(device);
+}
+inline void on_host_waited_for_event(const void* event) {
+  if (detail::watched()) detail::on_host_waited_for_event(event);
+}
+inline void after_host_wait() {
+  if (detail::watched()) detail::after_host_wait();
+}
+inline void on_host_transfer(double bytes, bool pageable) {
+  if (detail::watched()) detail::on_host_transfer(bytes, pageable);
+}
+// (Callers test watched() first: describing the tensor costs something.)
+inline void on_host_access(const DeviceTensor& tensor, bool write, const char* op) {
+  detail::on_host_access(tensor, write, op);
+}
+inline void on_event_destroyed(const void* event) {
+  if (detail::watched()) detail::on_event_destroyed(event);
+}
+// The first active observer's answer that keeps time (elapsed_seconds), or null.
+std::optional<double> elapsed_seconds(const void* start, const void* end);
 
 } // namespace observers
 } // namespace simhpu

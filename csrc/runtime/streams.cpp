@@ -6,9 +6,8 @@
 #include "runtime/fork_guard.h"
 #include "runtime/host_openmp.h"
 #include "runtime/launch_queue.h"
+#include "runtime/observers.h"
 #include "runtime/trace.h"
-#include "sanitizer/stream_sanitizer.h"
-#include "simclock/sim_clock.h"
 
 #include <c10/util/Exception.h>
 
@@ -103,7 +102,7 @@ c10::Stream communication_stream(c10::DeviceIndex device) {
 }
 
 namespace {
-// Launch slots this thread holds: the sanitizer's own launches (before_launch)
+// Launch slots this thread holds: observers' own launches (before_launch)
 // are made only outside them, as a slot holds its queue's producer lock.
 thread_local int open_slots = 0;
 } // namespace
@@ -111,7 +110,7 @@ thread_local int open_slots = 0;
 LaunchSlot::LaunchSlot(const c10::Stream& stream) : stream_(stream) {
   check_not_forked();
   if (open_slots == 0) {
-    sanitizer::before_launch();
+    observers::before_launch();
   }
   record_ = captured_record_for(stream);
   captured_ = record_ != nullptr;
@@ -124,7 +123,7 @@ LaunchSlot::LaunchSlot(const c10::Stream& stream) : stream_(stream) {
 LaunchSlot::LaunchSlot(const c10::Stream& stream, BypassCapture) : stream_(stream) {
   check_not_forked();
   if (open_slots == 0) {
-    sanitizer::before_launch();
+    observers::before_launch();
   }
   claim_from_queue(stream);
   ++open_slots;
@@ -144,12 +143,7 @@ void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
 void LaunchSlot::commit() {
   // A launch collected into a cluster runs in the order it was made (a graph's
   // captured launches: when it is replayed, which the replay's launch covers).
-  if (sanitizer::enabled() && (!captured_ || !capturing_graph())) {
-    sanitizer::on_launch(*record_, stream_);  // raises on a race (the slot is then dropped)
-  }
-  if (simclock::enabled()) {
-    simclock::on_launch(*record_, stream_, captured_ && capturing_graph());
-  }
+  observers::on_launch(*record_, stream_, captured_ && capturing_graph());  // (may raise: the slot is then dropped)
   committed_ = true;
   if (captured_) {
     return;
@@ -207,11 +201,16 @@ void drain_launches(c10::DeviceIndex device) {
 void synchronize_stream(const c10::Stream& stream) {
   check_not_forked();
   before_host_wait(stream.device_index(), "synchronizing");
-  sanitizer::on_host_waited_for_stream(stream);  // (before raising a failure: the wait happened)
-  const double began = simclock::wait_begins();
-  queue_of(stream).synchronize();
-  if (simclock::enabled()) simclock::on_host_waited_for_stream(stream, began);
-  sanitizer::raise_pending();
+  observers::on_host_wait_begins();
+  {
+    // (Published when the stream reports a failure too: the wait happened.)
+    struct Waited {
+      const c10::Stream& stream;
+      ~Waited() { observers::on_host_waited_for_stream(stream); }
+    } waited{stream};
+    queue_of(stream).synchronize();
+  }
+  observers::after_host_wait();
 }
 
 void hold_until_streams_pass(c10::DeviceIndex device, const c10::Storage& memory) {
@@ -244,14 +243,13 @@ void synchronize_device(c10::DeviceIndex device) {
   // on the first stream would leave the others running, and their failures
   // (often kernels skipped because of the one reported) for a later call.
   auto& streams = streams_of(device);
-  const double began = simclock::wait_begins();
+  observers::on_host_wait_begins();
   for (auto& q : streams.queues) {
     if (LaunchQueue* queue = q.load()) {
       queue->drain();
     }
   }
-  if (simclock::enabled()) simclock::on_host_waited_for_device(device, began);
-  sanitizer::on_host_waited_for_device(device);
+  observers::on_host_waited_for_device(device);
   std::string failures;
   for (auto& q : streams.queues) {
     if (LaunchQueue* queue = q.load()) {
@@ -261,7 +259,7 @@ void synchronize_device(c10::DeviceIndex device) {
     }
   }
   TORCH_CHECK(failures.empty(), failures);
-  sanitizer::raise_pending();
+  observers::after_host_wait();
 }
 
 void synchronize_all_devices() {

@@ -36,11 +36,23 @@ void release_held_block(void* device_ptr) {
   release_device_block(device_ptr);
 }
 
-// What the runtime shows the sanitizer (launches, waits and host accesses are
-// still called by name: see tests/codegen/test_layering.py).
+// What the runtime shows the sanitizer. It checks launches (a race raises in
+// Raise mode, and the launch does not happen), so it sees them before watchers.
 class SanitizerLens final : public RuntimeObserver {
  public:
-  SanitizerLens() { observers::subscribe(this); }
+  SanitizerLens() { observers::subscribe(this, observers::Role::Checks); }
+  void before_launch() override { sanitizer::before_launch(); }
+  void on_launch(LaunchRecord& record, const c10::Stream& stream, const LaunchWork*, bool in_graph) override {
+    // (A graph's captured launches are checked when it is replayed.)
+    if (!in_graph) sanitizer::on_launch(record, stream);
+  }
+  void on_host_waited_for_stream(const c10::Stream& stream) override { sanitizer::on_host_waited_for_stream(stream); }
+  void on_host_waited_for_device(c10::DeviceIndex device) override { sanitizer::on_host_waited_for_device(device); }
+  void on_host_waited_for_event(const void* event) override { sanitizer::on_host_waited_for_event(event); }
+  void after_host_wait() override { raise_pending(); }
+  void on_host_access(const DeviceTensor& tensor, bool write, const char* op) override {
+    sanitizer::on_host_access(tensor, write, op);
+  }
   void on_allocate(const c10::Stream& stream, const void* host_address, size_t bytes) override {
     sanitizer::on_allocate(stream, host_address, bytes);
   }
@@ -583,6 +595,7 @@ void hold_blocks(State& st, LaunchRecord& record) {
 
 void set_mode(Mode m) {
   State& st = state();
+  std::vector<PendingPoison> unpoisoned;  // their holds are dropped after the lock
   std::lock_guard<std::mutex> lock(st.mu);
   if (!enabled() && m != Mode::Off) {
     st.actors.resize(1);
@@ -603,10 +616,13 @@ void set_mode(Mode m) {
       }
     }
   }
-  if (m == Mode::Off) {  // nothing is guarded while off
+  if (m == Mode::Off) {  // nothing is guarded while off, nor poisoned or raised later
     for (const auto& [begin, guard] : st.pinned) pinned::protect(begin, guard.size, pinned::Access::ReadWrite);
     st.pinned.clear();
     pinned::take_hits();
+    unpoisoned.swap(st.poison_queue);
+    st.pending_raise.clear();
+    detail::has_pending.store(false, std::memory_order_relaxed);
   }
   detail::mode.store(static_cast<int>(m), std::memory_order_relaxed);
   observers::set_active(&lens(), m != Mode::Off);

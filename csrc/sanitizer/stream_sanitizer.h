@@ -33,10 +33,9 @@
 // faults (see pinned_guard.h), is judged against the block's launches and is
 // reported at the next launch or synchronisation.
 //
-// Allocations, frees, record_stream and pinned frees reach it as a runtime
-// observer (runtime/observers.h); launches (LaunchSlot), host waits and host
-// accesses are still called by name, until they are events too. Off, each hook
-// is one relaxed atomic load.
+// It observes the runtime (runtime/observers.h), which does not name it:
+// launches, host waits and host accesses, allocations, frees, record_stream and
+// pinned frees. Off, the runtime's events cost one relaxed atomic load.
 #include "runtime/launch_record.h"
 
 #include <c10/core/Stream.h>

@@ -37,7 +37,7 @@ double log2_ceil(int n) {
 
 } // namespace
 
-void complete_from_record(LaunchCost& cost, const LaunchRecord& record) {
+void complete_from_record(LaunchWork& cost, const LaunchRecord& record) {
   TensorTotals totals;
   for (const KernelArg& arg : record.args) {
     if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
@@ -60,7 +60,7 @@ void complete_from_record(LaunchCost& cost, const LaunchRecord& record) {
   if (cost.dtype == c10::ScalarType::Undefined) cost.dtype = totals.dtype;
 }
 
-Timing time_of(const LaunchCost& cost, const DeviceProfile& p) {
+Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
   if (cost.seconds >= 0) {
     return {cost.seconds, Bound::Latency, 0};
   }
@@ -127,19 +127,6 @@ double collective_seconds(CollectiveKind kind, double bytes, int ranks, const De
   return 0;
 }
 
-const char* work_name(Work work) {
-  switch (work) {
-    case Work::Vector: return "vector";
-    case Work::Matrix: return "matrix";
-    case Work::HostToDevice: return "host-to-device";
-    case Work::DeviceToHost: return "device-to-host";
-    case Work::Collective: return "collective";
-    case Work::Marker: return "marker";
-    case Work::KernelArgument: return "kernel argument";
-  }
-  return "?";
-}
-
 const char* bound_name(Bound bound) {
   switch (bound) {
     case Bound::Compute: return "compute";
@@ -148,20 +135,6 @@ const char* bound_name(Bound bound) {
     case Bound::HostLink: return "host-link";
     case Bound::Fabric: return "fabric";
     case Bound::None: return "none";
-  }
-  return "?";
-}
-
-const char* collective_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-    case CollectiveKind::Broadcast: return "broadcast";
-    case CollectiveKind::Reduce: return "reduce";
-    case CollectiveKind::AllToAll: return "all_to_all";
-    case CollectiveKind::PointToPoint: return "send/recv";
-    case CollectiveKind::Barrier: return "barrier";
   }
   return "?";
 }

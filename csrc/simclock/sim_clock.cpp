@@ -2,6 +2,7 @@
 
 #include "runtime/capture.h"
 #include "runtime/launch_queue.h"
+#include "runtime/observers.h"
 
 #include <ATen/record_function.h>
 
@@ -38,8 +39,8 @@ struct State {
   uint64_t epoch = 0;  // bumped when the clocks restart: threads' CPU-time marks from before are stale
   std::unordered_map<uint64_t, StreamClock> streams;
   std::unordered_map<const void*, EventTime> events;
-  // Costs of launches captured into graphs, by captured record (timed at replay).
-  std::unordered_map<const LaunchRecord*, LaunchCost> captured;
+  // What launches captured into graphs do, by captured record (timed at replay).
+  std::unordered_map<const LaunchRecord*, LaunchWork> captured;
   int64_t next_entry = 0;
   int readers = 0;
   uint64_t first_logged = 0;  // the entry number of log[0]
@@ -53,11 +54,15 @@ State& state() {
   return *s;
 }
 
-thread_local std::optional<LaunchCost> pending_hint;
-
 uint64_t key_of(const c10::Stream& stream) {
   return (static_cast<uint64_t>(static_cast<uint8_t>(stream.device_index())) << 56) |
          (static_cast<uint64_t>(stream.id()) & ((uint64_t(1) << 56) - 1));
+}
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 // This thread's CPU time at its last hook, and the epoch that was in.
@@ -67,6 +72,9 @@ thread_local uint64_t last_epoch = ~uint64_t(0);
 // part is the profile's launch overhead per launch, not what simhpu's own
 // dispatch (meta kernels, the reference path) takes here.
 thread_local int op_depth = 0;
+// This thread's CPU time when it began its current wait for the device: what
+// it spends waiting for the CPU workers is not host time on the part.
+thread_local double wait_began = 0;
 
 // The host's clock up to `cpu_now`: the CPU time this thread spent since its
 // last hook, outside operators.
@@ -102,15 +110,15 @@ void on_operator_end(const at::RecordFunction&, at::ObserverContext*) {
 // Operator boundaries, while simulated time is on (RecordFunction's global callbacks).
 std::optional<at::CallbackHandle> operator_callbacks;
 
-void host_waits_until(State& s, double device_time, double began) {
-  advance_host(s, began);
+void host_waits_until(State& s, double device_time) {
+  advance_host(s, wait_began);
   s.host = std::max(s.host, device_time) + s.profile->sync_latency;
   last_cpu = thread_cpu_seconds();  // what waiting took is not the host's time
 }
 
 // Times one record (kernel or marker) launched at host time `host` on `stream`.
 void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream, double host,
-                 std::optional<LaunchCost> cost) {
+                 const LaunchWork* work) {
   const DeviceProfile& p = *s.profile;
   StreamClock& clock = s.streams[key_of(stream)];
   const double ready = host + p.launch_latency;
@@ -134,7 +142,7 @@ void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream
     case LaunchRecord::Kind::Kernel:
       break;
   }
-  LaunchCost c = cost.value_or(LaunchCost{});
+  LaunchWork c = work != nullptr ? *work : LaunchWork{};
   complete_from_record(c, record);
   const Timing timing = time_of(c, p);
   const bool host_bound = ready > clock.time;
@@ -151,13 +159,45 @@ void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream
   clock = StreamClock{start + timing.seconds, id, false};
 }
 
-} // namespace
+void on_launch(const LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph);
+void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                           c10::ArrayRef<c10::IValue> outputs);
+void on_host_waited_for_stream(const c10::Stream& stream);
+void on_host_waited_for_device(c10::DeviceIndex device);
+void on_host_waited_for_event(const void* event);
+void on_host_transfer(double bytes, bool pageable);
+void on_event_destroyed(const void* event);
+std::optional<double> elapsed_seconds(const void* start, const void* end);
 
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+// What the runtime shows simulated time; active while a profile is set.
+class SimClockLens final : public RuntimeObserver {
+ public:
+  SimClockLens() { observers::subscribe(this); }
+  void on_launch(LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph) override {
+    simclock::on_launch(record, stream, work, in_graph);
+  }
+  void on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                       c10::ArrayRef<c10::IValue> outputs) override {
+    describe_reference_op(op, args, outputs);
+  }
+  void on_host_wait_begins() override { wait_began = thread_cpu_seconds(); }
+  void on_host_waited_for_stream(const c10::Stream& stream) override { simclock::on_host_waited_for_stream(stream); }
+  void on_host_waited_for_device(c10::DeviceIndex device) override { simclock::on_host_waited_for_device(device); }
+  void on_host_waited_for_event(const void* event) override { simclock::on_host_waited_for_event(event); }
+  void on_host_transfer(double bytes, bool pageable) override { simclock::on_host_transfer(bytes, pageable); }
+  void on_event_destroyed(const void* event) override { simclock::on_event_destroyed(event); }
+  std::optional<double> elapsed_seconds(const void* start, const void* end) override {
+    return simclock::elapsed_seconds(start, end);
+  }
+};
+
+SimClockLens& lens() {
+  static SimClockLens* instance = new SimClockLens();  // never destroyed, as the state
+  return *instance;
 }
+const bool lens_subscribed = (lens(), true);
+
+} // namespace
 
 void set_profile(std::optional<DeviceProfile> profile) {
   State& s = state();
@@ -176,6 +216,7 @@ void set_profile(std::optional<DeviceProfile> profile) {
   s.events.clear();
   s.captured.clear();
   detail::on.store(s.profile.has_value());
+  observers::set_active(&lens(), s.profile.has_value());
 }
 
 std::optional<DeviceProfile> profile() {
@@ -196,23 +237,19 @@ HostTime host_time_mode() {
   return s.host_mode;
 }
 
-void hint(const LaunchCost& cost) {
-  pending_hint = cost;
-}
+namespace {
 
-void on_launch(const LaunchRecord& record, const c10::Stream& stream, bool in_graph) {
-  std::optional<LaunchCost> cost = std::move(pending_hint);
-  pending_hint.reset();
+void on_launch(const LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph) {
   const double now = thread_cpu_seconds();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
   if (in_graph) {
-    if (cost) s.captured[&record] = *cost;
+    if (work != nullptr) s.captured[&record] = *work;
     return;
   }
   advance_host(s, now);
-  if (cluster_launched_by(record) || (cost && cost->work == Work::KernelArgument)) {
+  if (cluster_launched_by(record) || (work != nullptr && work->work == Work::KernelArgument)) {
     return;  // a cluster's launches were timed as they were collected; an argument is no launch on the part
   }
   s.host += s.profile->host_launch_overhead;
@@ -220,23 +257,16 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, bool in_gr
     // A replay: its kernels go to the device back to back, launched at once.
     for (const LaunchRecord& r : graph->records) {
       auto it = s.captured.find(&r);
-      time_record(s, r, stream, s.host,
-                  it == s.captured.end() ? std::nullopt : std::optional<LaunchCost>(it->second));
+      time_record(s, r, stream, s.host, it == s.captured.end() ? nullptr : &it->second);
     }
   } else {
-    time_record(s, record, stream, s.host, cost);
+    time_record(s, record, stream, s.host, work);
   }
   last_cpu = thread_cpu_seconds();  // the simulator's own time is not the host's
 }
 
-void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_names) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.formula = std::move(formula);
-  s.formula_ops = std::unordered_set<std::string>(operator_names.begin(), operator_names.end());
-}
-
-void hint_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+// A matrix launch, when `op` has a FLOP formula.
+void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                        c10::ArrayRef<c10::IValue> outputs) {
   FlopFormula formula;
   {
@@ -246,21 +276,21 @@ void hint_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue>
     formula = s.formula;
   }
   if (std::optional<double> flops = formula(op, args, outputs)) {
-    LaunchCost cost;
-    cost.work = Work::Matrix;
-    cost.flops = *flops;
-    hint(cost);
+    LaunchWork work;
+    work.work = Work::Matrix;
+    work.flops = *flops;
+    describe_next_launch(work);
   }
 }
 
-void on_host_waited_for_stream(const c10::Stream& stream, double began) {
+void on_host_waited_for_stream(const c10::Stream& stream) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
-  host_waits_until(s, s.streams[key_of(stream)].time, began);
+  host_waits_until(s, s.streams[key_of(stream)].time);
 }
 
-void on_host_waited_for_device(c10::DeviceIndex device, double began) {
+void on_host_waited_for_device(c10::DeviceIndex device) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
@@ -268,15 +298,15 @@ void on_host_waited_for_device(c10::DeviceIndex device, double began) {
   for (const auto& [key, clock] : s.streams) {
     if (static_cast<c10::DeviceIndex>(static_cast<int8_t>(key >> 56)) == device) latest = std::max(latest, clock.time);
   }
-  host_waits_until(s, latest, began);
+  host_waits_until(s, latest);
 }
 
-void on_host_waited_for_event(const void* event, double began) {
+void on_host_waited_for_event(const void* event) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
   auto it = s.events.find(event);
-  host_waits_until(s, it == s.events.end() ? 0.0 : it->second.time, began);
+  host_waits_until(s, it == s.events.end() ? 0.0 : it->second.time);
 }
 
 void on_host_transfer(double bytes, bool pageable) {
@@ -284,7 +314,7 @@ void on_host_transfer(double bytes, bool pageable) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
   advance_host(s, thread_cpu_seconds());
-  LaunchCost cost;
+  LaunchWork cost;
   cost.work = Work::DeviceToHost;
   cost.bytes = bytes;
   cost.pageable = pageable;
@@ -297,12 +327,26 @@ void on_event_destroyed(const void* event) {
   s.events.erase(event);
 }
 
-std::optional<double> event_time(const void* event) {
+// The modelled part's time between the events' last records.
+std::optional<double> elapsed_seconds(const void* start, const void* end) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.events.find(event);
-  if (!s.profile || it == s.events.end()) return std::nullopt;
-  return it->second.time;
+  if (!s.profile) return std::nullopt;
+  auto from = s.events.find(start), to = s.events.find(end);
+  TORCH_CHECK(from != s.events.end() && to != s.events.end(),
+              "elapsed_time: simulated time is on (a device profile is set) but ",
+              from != s.events.end() ? "the end" : "the start",
+              " event was recorded before it was turned on; record both events after set_profile()/simulate()");
+  return to->second.time - from->second.time;
+}
+
+} // namespace
+
+void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_names) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.formula = std::move(formula);
+  s.formula_ops = std::unordered_set<std::string>(operator_names.begin(), operator_names.end());
 }
 
 double host_now() {

@@ -17,14 +17,13 @@
 // thread spends blocked waiting for the CPU workers that stand in for the part
 // is not the host's.
 //
-// The runtime tells it about launches (LaunchSlot::commit), host waits and
-// destroyed events; launchers that know better than the record what a launch
-// does (the reference path's FLOP formulas, copies over the host link,
-// collectives) say so first with hint(). Off, each hook is one relaxed load.
+// It observes the runtime (runtime/observers.h): launches, with what their
+// launchers said they do (runtime/launch_work.h: FLOP formulas, copies over the
+// host link, collectives), host waits and events. The runtime does not name it;
+// it is active while a profile is set.
 #include "runtime/launch_record.h"
 #include "simclock/device_profile.h"
 #include "simclock/launch_cost.h"
-#include "simclock/launch_hint.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Stream.h>
@@ -37,6 +36,15 @@
 
 namespace simhpu::simclock {
 
+namespace detail {
+extern std::atomic<bool> on;
+} // namespace detail
+
+// Whether simulated time is on (a device profile is set).
+inline bool enabled() {
+  return detail::on.load(std::memory_order_relaxed);
+}
+
 enum class HostTime : int { Measured = 0, Modelled = 1 };
 
 // Turns simulated time on with `profile` (clocks start at zero), or off.
@@ -45,38 +53,14 @@ std::optional<DeviceProfile> profile();
 void set_host_time(HostTime mode);
 HostTime host_time_mode();
 
-// The launch path: `record` is about to be queued on `stream`. `in_graph`: it
-// is being captured into a graph (timed when the graph is replayed).
-void on_launch(const LaunchRecord& record, const c10::Stream& stream, bool in_graph);
-
 // For reference-path operators: counts an operator's FLOPs (set from Python,
 // from torch.utils.flop_counter's formulas) for the operators named.
 using FlopFormula = std::function<std::optional<double>(const c10::OperatorHandle& op,
                                                         c10::ArrayRef<c10::IValue> args,
                                                         c10::ArrayRef<c10::IValue> outputs)>;
 void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_names);
-// Hints a matrix launch when `op` has a FLOP formula (called before the launch).
-void hint_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                       c10::ArrayRef<c10::IValue> outputs);
 
-// The host waited for everything queued so far on the stream / device / up to
-// the event's last record.
-// `began`: the thread's CPU time when it started waiting (wait_begins());
-// what it spent waiting for the CPU workers is not host time on the part.
-double thread_cpu_seconds();
-inline double wait_begins() {
-  return enabled() ? thread_cpu_seconds() : 0.0;
-}
-void on_host_waited_for_stream(const c10::Stream& stream, double began);
-void on_host_waited_for_device(c10::DeviceIndex device, double began);
-void on_host_waited_for_event(const void* event, double began);
-// The host itself moved `bytes` over the host link (a blocking copy it makes).
-void on_host_transfer(double bytes, bool pageable);
-void on_event_destroyed(const void* event);
-
-// Simulated seconds: when the event's last record was reached; null if it was
-// not recorded while simulated time was on.
-std::optional<double> event_time(const void* event);
+// Simulated seconds.
 double host_now();
 double stream_now(const c10::Stream& stream);
 

@@ -1,0 +1,49 @@
+#pragma once
+// What a launch does, when its launcher knows better than the record: a matrix
+// launch's FLOPs, a copy over the host link, a collective and its group. The
+// runtime carries it from the launcher to the launch's observers (observers.h),
+// who price it (simulated time) or stand in for it (phantom execution); fields
+// left open are worked out from the record by whoever reads it. Light enough
+// for every generated adapter to include.
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace simhpu {
+
+enum class Work : uint8_t {
+  Vector,      // elementwise, reductions, anything not said otherwise
+  Matrix,      // GEMM, convolution, attention: matrix units
+  HostToDevice,
+  DeviceToHost,
+  Collective,
+  Marker,      // event record / wait: no work
+  KernelArgument,  // a 0-dim host value copied to the device: on the part, an argument of the next kernel
+};
+
+// The collectives a fabric model knows (c10d::OpType's, as the process group names them).
+enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, PointToPoint,
+                                      Barrier };
+
+struct LaunchWork {
+  Work work = Work::Vector;
+  double flops = -1;  // negative: worked out from the record's tensors
+  double bytes = -1;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool pageable = false;  // a host-link copy from pageable memory
+  CollectiveKind collective = CollectiveKind::AllReduce;
+  int ranks = 1;
+  double seconds = -1;  // a kernel whose duration is known (a diagnostic that occupies the device): that long
+};
+
+// Says what the next launch on this thread does. Call it only while observers
+// watch (observers::watched()): nobody else reads it.
+void describe_next_launch(const LaunchWork& work);
+// The description given for the launch being committed on this thread, taken (once).
+std::optional<LaunchWork> take_next_launch_work();
+
+const char* work_name(Work work);
+const char* collective_name(CollectiveKind kind);
+
+} // namespace simhpu
