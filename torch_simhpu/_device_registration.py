@@ -12,6 +12,7 @@ DEVICE_TYPE = "simhpu"
 
 def register() -> None:
     device.simulation._start_from_environment()  # first: the memory's capacity may follow the profile
+    device.simulation.simulated_ranks._start_from_environment()
     torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
     torch._register_device_module(DEVICE_TYPE, device)
     torch.utils.generate_methods_for_privateuse1_backend(

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from torch_simhpu import _C
+from torch_simhpu import _C, phantom, simulated_ranks
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -191,24 +191,40 @@ PROJECTED_SCALES = (8, 64, 1024)  # the group sizes a report projects each colle
 
 
 @contextlib.contextmanager
-def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str = "measured"):
+def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str = "measured",
+             execute: bool = True, values: str = "placeholder"):
     """Simulated time for the block; yields a Simulation whose report() describes it.
 
     profile: the profile to use (None: the one set already). Clocks restart at
     zero when a profile is given; the one in use before is restored after.
+    execute=False: phantom execution (torch_simhpu/phantom.py): launches are
+    priced and placed, no kernel runs, device memory has the profile's capacity
+    and is never touched; host reads of values get placeholders (values=
+    "placeholder", counted in the report) or raise (values="error").
     """
     before = _C._simclock_profile_name()
     before_mode = _C._simclock_host_time()
-    if profile is not None:
-        set_profile(profile, host_time=host_time)
-    elif before is None:
+    if profile is None and before is None:
         raise ValueError("torch.simhpu.simulate: no profile given and none set (pass one, e.g. 'h100-sxm')")
-    run = Simulation(_C._simclock_profile_name())
+    phantom_here = not execute and not phantom.enabled()
+    if phantom_here:  # (first: its synchronisation is not the block's time)
+        phantom.start(load_profile(profile) if profile is not None else _profiles_in_use[before], values)
+    try:
+        if profile is not None:
+            set_profile(profile, host_time=host_time)
+    except Exception:
+        if phantom_here:
+            phantom.stop()
+        raise
+    name = _C._simclock_profile_name()
+    run = Simulation(name)
     run._begin()
     try:
         yield run
     finally:
         run._end()
+        if phantom_here:
+            phantom.stop()
         if profile is not None:
             if before is None:
                 _C._simclock_set_profile(None)
@@ -255,6 +271,8 @@ class Simulation:
         self.finish = 0.0
         self._mark = None
         self._projected: dict[tuple, float] = {}  # (collective, bytes, devices) -> seconds, priced at the end
+        self.phantom = False  # whether the device's values were computed (see torch_simhpu/phantom.py)
+        self.host_reads: list[phantom.HostRead] = []  # placeholder reads, under phantom execution
 
     def _begin(self) -> None:
         self._mark = _C._simclock_start_log()
@@ -265,6 +283,8 @@ class Simulation:
             torch.simhpu.synchronize()  # the host waits for the device: the block's end
         finally:
             self.finish = _C._simclock_host_now()  # (before the report's own work, which is not the program's)
+            self.phantom = phantom.enabled()
+            self.host_reads = phantom.host_reads() if self.phantom else []
             rows = _C._simclock_stop_log(self._mark)
             self.launches = [Launch(self._mark + i, *row) for i, row in enumerate(rows)]
             for x in self.launches:  # priced while the block's profile is still on
@@ -357,7 +377,7 @@ class Simulation:
         rank = os.environ.get("RANK")
         lines = [("" if rank is None else f"[rank {rank}] ") +
                  f"simulated on {self.profile}: {_t(self.span)} from the block's start to its end "
-                 f"({len(self.kernels())} kernels)",
+                 f"({len(self.kernels())} kernels{', phantom: none ran' if self.phantom else ''})",
                  f"device busy {_pct(busy, self.span)}, idle waiting for the host's launches "
                  f"{_pct(self.waiting_for_host(), self.span)}: {self.verdict()}",
                  "",
@@ -387,6 +407,12 @@ class Simulation:
                 here = f"{_t(row['time'])} ({row['ranks']})"
                 lines.append(f"{row['collective']:<16} {row['bytes']:>12.0f} {row['count']:>6} {here:>16} "
                              + " ".join(f"{_t(s):>10}" for s in row["projected"].values()))
+        if self.host_reads:
+            reads = sum(r.count for r in self.host_reads)
+            lines += ["", f"host reads of device values: {reads}, answered with placeholders (phantom execution);"
+                          " what the program did with them is not what it would do with the real values:"]
+            for r in sorted(self.host_reads, key=lambda r: -r.count)[:top]:
+                lines.append(f"  {r.file}:{r.line} {r.op} x{r.count}")
         return "\n".join(lines)
 
 
@@ -439,11 +465,13 @@ def _start_from_environment() -> None:
     """SIMHPU_DEVICE_PROFILE=NAME|PATH (SIMHPU_SIMULATED_HOST_TIME=measured|modelled)."""
     value = os.environ.get("SIMHPU_DEVICE_PROFILE", "").strip()
     if not value:
+        phantom._start_from_environment(None)  # (SIMHPU_EXECUTE=0 alone is an error)
         return
     checked = load_profile(value)
     if not os.environ.get("SIMHPU_MEMORY_LIMIT"):
         os.environ["SIMHPU_MEMORY_LIMIT"] = str(int(checked["memory_capacity"]))  # read at the device's first use
     set_profile(checked, host_time=os.environ.get("SIMHPU_SIMULATED_HOST_TIME", "measured").strip() or "measured")
+    phantom._start_from_environment(checked)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,13 +481,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", required=True, help=f"a shipped profile ({', '.join(profiles())}) or a path")
     parser.add_argument("--host-time", choices=sorted(_HOST_TIME), default="measured")
     parser.add_argument("--top", type=int, default=20, help="operators listed (by simulated time)")
-    parser.add_argument("script")
+    parser.add_argument("--execute", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the kernels (--no-execute: phantom execution, see torch_simhpu/phantom.py; "
+                             "the default without --world)")
+    parser.add_argument("--world", type=int, help="simulated ranks: play one rank of a world this large "
+                                                  "(see torch_simhpu/simulated_ranks.py; phantom execution)")
+    parser.add_argument("--rank", type=int, default=0, help="the rank this process plays, with --world")
+    parser.add_argument("--values", choices=sorted(phantom.VALUES), default="placeholder",
+                        help="what host reads of device values get under --no-execute")
+    parser.add_argument("script", nargs="?", help="the script (or -m MODULE, as python takes it: -m torchtitan.train)")
     parser.add_argument("args", nargs=argparse.REMAINDER)
-    options = parser.parse_args(argv)
-    sys.argv = [options.script, *options.args]
-    with simulate(options.profile, host_time=options.host_time) as run:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    options = None
+    if "-m" in argv[:-1]:  # -m MODULE ARGS...: what follows the module is its own
+        at = argv.index("-m")
+        head = parser.parse_args(argv[:at])
+        if head.script is None:
+            options = head
+            options.module, options.args = argv[at + 1], argv[at + 2:]
+    if options is None:
+        options = parser.parse_args(argv)
+        options.module = None
+        if options.script is None:
+            parser.error("give a script to run, or -m and a module")
+    if options.world is not None:
+        if options.execute:
+            parser.error("--world runs under phantom execution: the absent ranks compute no values (drop --execute)")
+        simulated_ranks.start(options.world, options.rank)
+        options.execute = False
+    sys.argv = [options.script or options.module, *options.args]
+    with simulate(options.profile, host_time=options.host_time, execute=options.execute is not False,
+                  values=options.values) as run:
         try:
-            runpy.run_path(options.script, run_name="__main__")
+            if options.module is not None:
+                runpy.run_module(options.module, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(options.script, run_name="__main__")
         except SystemExit as exit_:
             if exit_.code not in (None, 0):
                 raise

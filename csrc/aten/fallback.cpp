@@ -161,7 +161,10 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
   std::optional<MetaOutcome> fresh;
   const MetaOutcome* outcome = meta_outcome(ref, args, fresh, /*remember=*/empty != EmptyOuts::Learn);
   if (outcome == nullptr) return false;
-  if (empty == EmptyOuts::Learn && fresh) return run_synchronized_and_learn(ref, stack, first, device, *fresh);
+  // (Nothing to learn from while values are not computed: the meta kernel is taken at its word.)
+  if (empty == EmptyOuts::Learn && fresh && observers::values_computed()) {
+    return run_synchronized_and_learn(ref, stack, first, device, *fresh);
+  }
   for (const auto& [i, shape] : outcome->written) {
     const at::Tensor& t = args[i].toTensor();
     t.unsafeGetTensorImpl()->set_sizes_and_strides(shape.sizes, shape.strides, shape.storage_offset);

@@ -239,7 +239,11 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   if (observers::watched()) {  // the host itself reads the source
     observers::on_host_access(describe_tensor(self), false, kCopyFrom);
   }
-  copy_on_host(self, dst);
+  if (observers::values_computed()) {
+    copy_on_host(self, dst);
+  } else {
+    observers::on_host_read(self, dst, kCopyFrom);  // the values are an observer's to answer
+  }
   if (observers::watched()) {  // the host waited for the transfer too
     observers::on_host_transfer(static_cast<double>(self.nbytes()),
                                 !is_pinned(src_on_device ? dst.data_ptr() : self.data_ptr()));
@@ -258,6 +262,11 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
   check_defined(self, "item");
   if (observers::watched()) {  // the host reads the value: a stream other than the current one may still write it
     observers::on_host_access(describe_tensor(self), false, "aten::_local_scalar_dense");
+  }
+  if (!observers::values_computed()) {  // the value is an observer's to answer
+    const at::Tensor value = at::empty({}, self.options().device(c10::kCPU));
+    observers::on_host_read(self, value, "aten::_local_scalar_dense");
+    return value.item();
   }
   return describe_tensor(self).cpu_view().item();
 }

@@ -79,6 +79,7 @@ void write_back(const at::Tensor& device_tensor, const at::Tensor& host) {
 
 void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
+  observers::before_host_compute(ref.name.c_str());  // (values not computed: an observer may refuse)
   synchronize_stream(current_stream(device.index()));
   // The host reads these now (and writes what the call writes): observers (the
   // sanitizer) check that other streams' work on them is ordered before.

@@ -173,8 +173,21 @@ void skip_start(LaunchRecord& record) {
   static_cast<StartingRecord*>(const_cast<void*>(record.payload))->give_up_turn();
 }
 
-const KernelDef kStart{"simccl", nullptr, &run_start, &skip_start};
-const KernelDef kCompletion{"simccl_wait", nullptr, &run_completion};
+// No values are computed (phantom execution): the operation takes its turn and
+// is done, having moved nothing.
+void settle_start(LaunchRecord& record) {
+  auto* starting = static_cast<StartingRecord*>(const_cast<void*>(record.payload));
+  starting->ran = true;
+  Operation& op = *starting->op;
+  op.order->wait_for_turn(op.ticket);
+  op.order->done(op.ticket);
+  std::lock_guard<std::mutex> lock(op.mu);
+  op.started = true;
+  op.cv.notify_all();
+}
+
+const KernelDef kStart{"simccl", nullptr, &run_start, &skip_start, &settle_start};
+const KernelDef kCompletion{"simccl_wait", nullptr, &run_completion, nullptr, &run_completion};
 
 c10::Device device_of_call(const CollectiveCall& call) {
   if (call.device) {
@@ -317,6 +330,8 @@ LaunchWork collective_work(const CollectiveCall& call) {
   LaunchWork cost;
   cost.work = simhpu::Work::Collective;
   cost.ranks = call.ranks;
+  cost.first_rank = call.first_rank;
+  cost.rank_stride = call.rank_stride;
   // (in-place collectives name their buffer as outputs only)
   cost.bytes = std::max(total_bytes(call.inputs), total_bytes(call.outputs));
   switch (call.type) {

@@ -66,6 +66,7 @@ struct CollectiveCall {
   bool point_to_point = false;
   bool blocks_host = false;  // barrier: wait() returns once every rank has arrived
   int ranks = 1;  // the group's size (simulated time prices the collective by it)
+  int first_rank = 0, rank_stride = 1;  // where the group sits in the world (launch_work.h)
 };
 
 // Queues `call` on the communication stream of its tensors' device and

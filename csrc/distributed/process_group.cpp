@@ -5,6 +5,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <optional>
 #include <utility>
@@ -221,15 +222,30 @@ c10::intrusive_ptr<c10d::Work> in_group_order(TransportOrder& order, Start start
 
 } // namespace
 
-ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size)
+ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
+                                       const std::vector<int64_t>& world_ranks, bool simulated_peers)
     : c10d::Backend(rank, size),
       transport_(std::move(transport)),
-      rank_description_("rank " + std::to_string(rank) + " of " + std::to_string(size)) {
+      rank_description_("rank " + std::to_string(rank) + " of " + std::to_string(size)),
+      simulated_peers_(simulated_peers) {
   TORCH_CHECK(transport_, "simccl: no transport process group");
+  TORCH_CHECK(world_ranks.empty() || static_cast<int>(world_ranks.size()) == size, "simccl: ", world_ranks.size(),
+              " world ranks given for a group of ", size);
+  if (world_ranks.size() > 1) {
+    std::vector<int64_t> sorted = world_ranks;
+    std::sort(sorted.begin(), sorted.end());
+    first_rank_ = static_cast<int>(sorted.front());
+    rank_stride_ = static_cast<int>(sorted[1] - sorted[0]);
+    for (size_t i = 2; i < sorted.size(); ++i) {
+      if (sorted[i] - sorted[i - 1] != rank_stride_) rank_stride_ = 0;  // not evenly spaced
+    }
+  } else if (world_ranks.size() == 1) {
+    first_rank_ = static_cast<int>(world_ranks.front());
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::launch(CollectiveCall call) {
-  if (!call.point_to_point && collective_checks_enabled()) {
+  if (!call.point_to_point && collective_checks_enabled() && !simulated_peers_) {
     call.signature.collective = static_cast<int64_t>(call.type);
     call.start = [transport = transport_, name = call.name, signature = call.signature,
                   start = std::move(call.start)]() {
@@ -238,6 +254,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::launch(CollectiveCall call) {
     };
   }
   call.ranks = size_;
+  call.first_rank = first_rank_;
+  call.rank_stride = rank_stride_;
   return launch_collective(order_, rank_, rank_description_, std::move(call));
 }
 

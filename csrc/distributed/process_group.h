@@ -2,6 +2,11 @@
 // ProcessGroupSimHPU: the torch.distributed backend for simhpu tensors
 // ("simccl", registered by torch_simhpu/distributed.py).
 //
+// With simulated peers (python -m torch_simhpu.simulation --world N), the
+// transport is torch's FakeProcessGroup: one process plays one rank, the others
+// are absent, and operations complete having moved no data; their price is the
+// group's, placed where its world ranks put it.
+//
 // The transport is a gloo process group over the same ranks (TCP on this
 // machine or across machines). Every operation on simhpu tensors is device
 // work on the communication stream (distributed/collective.h) that hands gloo
@@ -19,7 +24,9 @@ namespace simhpu {
 
 class ProcessGroupSimHPU final : public c10d::Backend {
  public:
-  ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size);
+  // `world_ranks`: the group's members in the world (empty: 0..size-1).
+  ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
+                     const std::vector<int64_t>& world_ranks = {}, bool simulated_peers = false);
 
   const std::string getBackendName() const override { return "simccl"; }
 
@@ -75,6 +82,8 @@ class ProcessGroupSimHPU final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::shared_ptr<TransportOrder> order_ = std::make_shared<TransportOrder>();
   std::string rank_description_;  // "rank 0 of 2"
+  int first_rank_ = 0, rank_stride_ = 1;  // where the group sits in the world (see CollectiveCall)
+  bool simulated_peers_ = false;
 };
 
 } // namespace simhpu

@@ -9,6 +9,7 @@
 #include "python/graphs.h"
 #include "python/launch_site.h"
 #include "python/memory_history.h"
+#include "python/phantom.h"
 #include "python/sanitizer.h"
 #include "python/simclock.h"
 #include "runtime/device.h"
@@ -210,6 +211,7 @@ PYBIND11_MODULE(_C, m) {
   simhpu::bind_memory_history(m);
   simhpu::bind_sanitizer(m);
   simhpu::bind_simclock(m);
+  simhpu::bind_phantom(m);
   simhpu::bind_distributed(m);
   simhpu::bind_compiled_kernels(m);
   simhpu::register_generated_ops(m);

@@ -146,7 +146,9 @@ void bind_simclock(py::module_& m) {
     return py::make_tuple(t.seconds, simclock::bound_name(t.bound), t.peak_fraction);
   });
   m.def("_simclock_collective_seconds", [](const std::string& kind, double bytes, int ranks) {
-    return simclock::collective_seconds(collective_named(kind), bytes, ranks, current_profile());
+    const DeviceProfile profile = current_profile();  // (a group of consecutive ranks)
+    return simclock::collective_seconds(collective_named(kind), bytes, ranks,
+                                        simclock::nodes_spanned(ranks, 0, 1, profile), profile);
   });
   m.def("_simclock_set_flop_formula", [](const py::function& formula, std::vector<std::string> names) {
     // Kept for the process's life: launches may still ask while the interpreter shuts down.

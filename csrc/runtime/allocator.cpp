@@ -143,6 +143,13 @@ class DeviceCache {
     stats_.num_ooms = 0;
   }
 
+  // Gives back its cached blocks; whether it then holds none (the lock is the caller's).
+  bool release_all_if_unused(const Stack& stack) {
+    release_cached(stack);
+    return block_sizes_.empty();
+  }
+  std::mutex& mutex() { return mu_; }
+
   std::pair<size_t, size_t> memory_info() {
     std::lock_guard<std::mutex> lock(mu_);
     return {memory().free_bytes(), memory().capacity()};
@@ -281,6 +288,7 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
     const c10::DeviceIndex to = device_holding(dest), from = device_holding(src);
     synchronize_device(to);
     if (from != to) synchronize_device(from);
+    if (!observers::values_computed()) return;  // no values to copy (phantom execution)
     std::memcpy(host_pointer(dest), host_pointer(src), count);
   }
 
@@ -333,6 +341,18 @@ SimhpuAllocator the_allocator;
 
 void release_device_block(void* device_ptr) {
   release_block(device_ptr);
+}
+
+bool set_device_capacity(size_t bytes) {
+  if (bytes == memory_limit_bytes()) return true;
+  synchronize_all_devices();  // (launch records may hold blocks)
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) locks.emplace_back(cache_for(d).mutex());
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    if (!cache_for(d).release_all_if_unused(nullptr)) return false;
+  }
+  remake_unused_device_memories(bytes);
+  return true;
 }
 
 std::vector<SegmentInfo> device_segments(c10::DeviceIndex device) {

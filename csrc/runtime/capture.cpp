@@ -71,8 +71,8 @@ void run_graph_replay(LaunchRecord& record) {
   run_sequence(record);
 }
 
-const KernelDef kGraphReplay{"graph_replay", nullptr, &run_graph_replay};
-const KernelDef kCluster{"cluster", nullptr, &run_sequence};
+const KernelDef kGraphReplay{"graph_replay", nullptr, &run_graph_replay, nullptr, &run_graph_replay};
+const KernelDef kCluster{"cluster", nullptr, &run_sequence, nullptr, &run_sequence};
 
 // Launches what the current cluster collected, and starts it afresh.
 void flush_cluster(ThreadCapture& capture) {

@@ -10,7 +10,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -123,29 +125,76 @@ bool strict_mode() {
   return strict;
 }
 
+namespace {
+std::atomic<size_t> limit_set{0};  // 0: SIMHPU_MEMORY_LIMIT's
+
+std::array<DeviceMemory*, 64>& memories() {
+  static std::array<DeviceMemory*, 64> all = [] {
+    std::array<DeviceMemory*, 64> made{};
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      made[d] = new DeviceMemory(d, memory_limit_bytes(), strict_mode());
+    }
+    if (strict_mode()) {
+      install_fault_reporter();
+    }
+    return made;
+  }();
+  return all;
+}
+} // namespace
+
 size_t memory_limit_bytes() {
+  if (const size_t set = limit_set.load()) return set;
   static const size_t limit = read_limit();
   return limit;
 }
 
+void remake_unused_device_memories(size_t bytes) {
+  const uint64_t max_bytes = (uint64_t(1) << 46) / (2 * uint64_t(device_count()));
+  TORCH_CHECK(bytes >= 4096 && bytes <= max_bytes, "simhpu: a device's memory must be from 4KiB to ",
+              max_bytes >> 30, "GiB with ", static_cast<int>(device_count()), " device(s), got ", bytes, " bytes");
+  auto& all = memories();
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    TORCH_INTERNAL_ASSERT(all[d]->free_bytes() == all[d]->capacity(), "simhpu: remaking device memory in use");
+  }
+  limit_set.store(bytes);
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    // (The old region stays mapped: a pointer into it must still fault, not land in another mapping.)
+    all[d] = new DeviceMemory(d, bytes, strict_mode());
+  }
+}
+
+namespace {
+// The address range for `capacity` bytes: four times as large, within what each
+// device's two mappings may take of a 47-bit user address space.
+size_t address_span(size_t capacity) {
+  const uint64_t max_bytes = (uint64_t(1) << 46) / (2 * uint64_t(device_count()));
+  return std::max<size_t>(capacity, std::min<uint64_t>(uint64_t(capacity) * 4, max_bytes) / kHugePage * kHugePage);
+}
+} // namespace
+
 DeviceMemory::DeviceMemory(c10::DeviceIndex device, size_t capacity, bool strict)
-    : device_(device), capacity_(capacity), free_bytes_(capacity), free_ranges_(new FreeRanges()) {
+    : device_(device), capacity_(capacity), span_(address_span(capacity)), free_bytes_(capacity),
+      free_ranges_(new FreeRanges()) {
   if (strict) {
     const std::string name = "simhpu-device-" + std::to_string(device);
     fd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
     TORCH_CHECK(fd_ >= 0, "simhpu: memfd_create failed: ", std::strerror(errno));
-    TORCH_CHECK(ftruncate(fd_, static_cast<off_t>(capacity)) == 0,
-                "simhpu: could not size device memory to ", capacity, " bytes: ", std::strerror(errno));
-    host_base_ = map_region(fd_, capacity, PROT_READ | PROT_WRITE);
-    device_base_ = static_cast<char*>(map_region(fd_, capacity, PROT_NONE));
+    TORCH_CHECK(ftruncate(fd_, static_cast<off_t>(span_)) == 0,
+                "simhpu: could not size device memory to ", span_, " bytes: ", std::strerror(errno));
+    host_base_ = map_region(fd_, span_, PROT_READ | PROT_WRITE);
+    device_base_ = static_cast<char*>(map_region(fd_, span_, PROT_NONE));
   } else {
-    host_base_ = map_anonymous(capacity);
+    host_base_ = map_anonymous(span_);
     device_base_ = static_cast<char*>(host_base_);
   }
-  free_ranges_->by_offset[0] = capacity;
+  free_ranges_->by_offset[0] = span_;
 }
 
 void* DeviceMemory::allocate(size_t nbytes) {
+  if (nbytes > free_bytes_) {
+    return nullptr;  // the capacity is used up, wherever the free addresses are
+  }
   auto& ranges = free_ranges_->by_offset;
   for (auto it = ranges.begin(); it != ranges.end(); ++it) {
     if (it->second < nbytes) {
@@ -198,17 +247,7 @@ void DeviceMemory::release(void* device_ptr, size_t nbytes) {
 }
 
 DeviceMemory& device_memory(c10::DeviceIndex index) {
-  static std::array<DeviceMemory*, 64> memories = [] {
-    std::array<DeviceMemory*, 64> all{};
-    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-      all[d] = new DeviceMemory(d, memory_limit_bytes(), strict_mode());
-    }
-    if (strict_mode()) {
-      install_fault_reporter();
-    }
-    return all;
-  }();
-  return *memories[index];
+  return *memories()[index];
 }
 
 c10::DeviceIndex device_owning(const void* ptr) {

@@ -1,6 +1,8 @@
 #pragma once
-// One simulated device's memory: a fixed-capacity region (SIMHPU_MEMORY_LIMIT)
-// handed out cudaMalloc-style. Tensors hold addresses of the region's *device
+// One simulated device's memory: a fixed capacity (SIMHPU_MEMORY_LIMIT) handed
+// out cudaMalloc-style from an address range several times as large, as a
+// GPU's virtual address space is larger than its memory: an allocation fails
+// when the capacity is used up, not because the free bytes are scattered. Tensors hold addresses of the region's *device
 // view*; kernels and copies reach the bytes through its *host view*. In strict
 // mode (SIMHPU_STRICT=1) the two are separate mappings of the same pages and
 // the device view is inaccessible, so host code that dereferences a device
@@ -28,7 +30,7 @@ class DeviceMemory {
     return static_cast<char*>(host_base_) + (static_cast<const char*>(device_ptr) - device_base_);
   }
   bool contains(const void* p) const {
-    return p >= device_base_ && p < device_base_ + capacity_;
+    return p >= device_base_ && p < device_base_ + span_;
   }
   size_t capacity() const { return capacity_; }
   // Bytes not handed out.
@@ -39,6 +41,7 @@ class DeviceMemory {
  private:
   c10::DeviceIndex device_;
   size_t capacity_;
+  size_t span_;  // of the address range, >= capacity_
   size_t free_bytes_;
   char* device_base_ = nullptr;
   void* host_base_ = nullptr;
@@ -50,6 +53,9 @@ class DeviceMemory {
 // Strict mode and capacity, from the environment (read once).
 bool strict_mode();
 size_t memory_limit_bytes();
+// Gives every device new memory of `bytes` (the allocator's set_device_capacity
+// calls it once no device holds a block).
+void remake_unused_device_memories(size_t bytes);
 
 // The memory of device `index`, created on first use.
 DeviceMemory& device_memory(c10::DeviceIndex index);

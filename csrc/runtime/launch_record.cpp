@@ -1,5 +1,6 @@
 #include "runtime/launch_record.h"
 
+#include "runtime/observers.h"
 #include "runtime/undefined_memory.h"
 
 #include <c10/util/Exception.h>
@@ -52,6 +53,18 @@ std::string describe_kernel(const LaunchRecord& record) {
 }
 
 // Runs one record; a kernel's exception becomes a message.
+namespace {
+thread_local int kernels_running = 0;
+struct RunningKernel {
+  RunningKernel() { ++kernels_running; }
+  ~RunningKernel() { --kernels_running; }
+};
+} // namespace
+
+bool running_kernel() {
+  return kernels_running > 0;
+}
+
 std::optional<std::string> run_record(LaunchRecord& record) {
   switch (record.kind) {
     case LaunchRecord::Kind::RecordEvent: {
@@ -69,6 +82,10 @@ std::optional<std::string> run_record(LaunchRecord& record) {
     case LaunchRecord::Kind::Kernel:
       break;
   }
+  if (!observers::values_computed()) {
+    if (record.kernel->settle != nullptr) record.kernel->settle(record);
+    return std::nullopt;
+  }
   // A kernel that would read memory an earlier failure left undefined is not
   // run: its outputs become undefined too, for the same cause, and its stream
   // reports that at its next synchronisation (whichever thread reported the
@@ -80,6 +97,7 @@ std::optional<std::string> run_record(LaunchRecord& record) {
   }
   std::optional<std::string> failure;
   try {
+    const RunningKernel running;
     if (record.kernel->run_record != nullptr) {
       record.kernel->run_record(record);
     } else {

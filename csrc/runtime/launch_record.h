@@ -31,6 +31,11 @@ struct KernelDef {
   // are undefined: for kernels others wait on (a collective gives up its turn
   // at once, not when its slot is cleared later).
   RecordKernelFn skipped = nullptr;
+  // Called instead of running while the device's values are not computed
+  // (phantom execution, see observers.h): what the kernel does beyond device
+  // memory (a graph replay settles its records, so their events are reached; a
+  // collective takes its turn). Null: nothing.
+  RecordKernelFn settle = nullptr;
 };
 
 // One slot of a stream's ring. A producer fills it in place and the worker
@@ -94,5 +99,8 @@ std::string describe_kernel(const LaunchRecord& record);
 // message returned. What a failed kernel may have written is marked undefined,
 // and a kernel taking undefined memory is not run (see undefined_memory.h).
 std::optional<std::string> run_record(LaunchRecord& record);
+// Whether this thread is running a kernel now (a worker's, or the launching
+// thread's own in blocking mode): what it calls is the part's work, not the host's.
+bool running_kernel();
 
 } // namespace simhpu

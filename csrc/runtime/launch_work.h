@@ -34,6 +34,11 @@ struct LaunchWork {
   bool pageable = false;  // a host-link copy from pageable memory
   CollectiveKind collective = CollectiveKind::AllReduce;
   int ranks = 1;
+  // Where a collective's group sits in the world: its first member's world rank
+  // and the distance between members (0: not evenly spaced). A tensor-parallel
+  // group of 8 at stride 1 fits in a node; a data-parallel group at stride 8 spans nodes.
+  int first_rank = 0;
+  int rank_stride = 1;
   double seconds = -1;  // a kernel whose duration is known (a diagnostic that occupies the device): that long
 };
 

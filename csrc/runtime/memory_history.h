@@ -59,6 +59,10 @@ struct SegmentInfo {
 };
 std::vector<SegmentInfo> device_segments(c10::DeviceIndex device);
 
+// Every device's capacity becomes `bytes` (its cached blocks given back), if no
+// device holds a block; false otherwise.
+bool set_device_capacity(size_t bytes);
+
 // A device block an observer kept after its storage died (RuntimeObserver::take_over_free) goes back to its cache.
 void release_device_block(void* device_ptr);
 

@@ -8,6 +8,7 @@ namespace simhpu::observers {
 namespace detail {
 std::atomic<int> active{0};
 std::atomic<int64_t> kept_blocks{0};
+std::atomic<int> standing_in{0};
 } // namespace detail
 
 namespace {
@@ -75,6 +76,7 @@ void set_active(RuntimeObserver* observer, bool active) {
   if (subscription == nullptr || subscription->active.load(std::memory_order_relaxed) == active) return;
   subscription->active.store(active, std::memory_order_relaxed);
   detail::active.fetch_add(active ? 1 : -1, std::memory_order_relaxed);
+  if (!observer->computes_values()) detail::standing_in.fetch_add(active ? 1 : -1, std::memory_order_relaxed);
 }
 
 void detail::before_kernel(const c10::Stream& stream, bool after_idle) {
@@ -147,6 +149,16 @@ void detail::on_host_transfer(double bytes, bool pageable) {
 
 void detail::on_event_destroyed(const void* event) {
   for_each_active([&](RuntimeObserver& o) { o.on_event_destroyed(event); });
+}
+
+void detail::on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op) {
+  for_each_active([&](RuntimeObserver& o) {
+    if (!o.computes_values()) o.on_host_read(device_source, host_destination, op);
+  });
+}
+
+void detail::before_host_compute(const char* op) {
+  for_each_active([&](RuntimeObserver& o) { o.before_host_compute(op); });
 }
 
 std::optional<double> elapsed_seconds(const void* start, const void* end) {

@@ -22,6 +22,9 @@ namespace c10 {
 class OperatorHandle;
 struct IValue;
 } // namespace c10
+namespace at {
+class Tensor;
+} // namespace at
 
 namespace simhpu {
 
@@ -38,6 +41,17 @@ class RuntimeObserver {
   virtual bool allows_host_runs() const { return true; }
   // Words for the end of a device error or a report ("(chaos scheduling was on: ...)"), or "".
   virtual std::string context_note() const { return {}; }
+
+  // Values. False: this observer stands in for the device's work (phantom
+  // execution): kernels are not run and device memory is neither read nor
+  // written; what the host would read, it answers. Constant for an observer.
+  virtual bool computes_values() const { return true; }
+  // While values are not computed: the host reads a device tensor's values
+  // (`op`: a copy to the CPU, item()) into `host_destination`, which the observer fills.
+  virtual void on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op) {}
+  // While values are not computed: `op` is about to run on the host over device
+  // values (its result's shape or value depends on them); an observer may refuse by raising.
+  virtual void before_host_compute(const char* op) {}
 
   // Launches, on the launching thread and in launch order. A launch is about to
   // be claimed on this thread, outside any other launch (an observer may make launches of its own here).
@@ -109,6 +123,9 @@ void after_host_wait();
 void on_host_access(const DeviceTensor& tensor, bool write, const char* op);
 void on_host_transfer(double bytes, bool pageable);
 void on_event_destroyed(const void* event);
+void on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op);
+void before_host_compute(const char* op);
+extern std::atomic<int> standing_in;
 inline bool watched() {
   return active.load(std::memory_order_relaxed) != 0;
 }
@@ -155,6 +172,19 @@ inline void keep(int64_t blocks) {
 }
 // Every active observer's context_note, in subscription order.
 std::string context_notes();
+
+// Whether the device's values are computed: false while an active observer
+// stands in for them (computes_values). One relaxed load.
+inline bool values_computed() {
+  return detail::standing_in.load(std::memory_order_relaxed) == 0;
+}
+// While values are not computed (see RuntimeObserver).
+inline void on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op) {
+  detail::on_host_read(device_source, host_destination, op);
+}
+inline void before_host_compute(const char* op) {
+  if (!values_computed()) detail::before_host_compute(op);
+}
 
 // Launch and host events: see RuntimeObserver. One relaxed load while nothing watches.
 inline void before_launch() {

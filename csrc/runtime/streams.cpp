@@ -131,7 +131,8 @@ LaunchSlot::LaunchSlot(const c10::Stream& stream, BypassCapture) : stream_(strea
 
 void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
   release_idle_host_openmp_team_now_and_then(1);
-  if (launch_blocking()) {
+  // (Inline too while values are not computed: nothing runs, so nothing to queue.)
+  if (launch_blocking() || !observers::values_computed()) {
     thread_local LaunchRecord inline_record;
     record_ = &inline_record;
   } else {

@@ -75,7 +75,9 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
       return {seconds, Bound::HostLink, cost.bytes / seconds / peak};
     }
     case Work::Collective:
-      return {collective_seconds(cost.collective, cost.bytes, cost.ranks, p), Bound::Fabric, 0};
+      return {collective_seconds(cost.collective, cost.bytes, cost.ranks,
+                                 nodes_spanned(cost.ranks, cost.first_rank, cost.rank_stride, p), p),
+              Bound::Fabric, 0};
     case Work::Vector:
     case Work::Matrix:
       break;
@@ -95,10 +97,19 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
                            : Timing{seconds, Bound::Memory, bytes_fraction};
 }
 
-double collective_seconds(CollectiveKind kind, double bytes, int ranks, const DeviceProfile& p) {
+int nodes_spanned(int ranks, int first_rank, int rank_stride, const DeviceProfile& p) {
+  const int per_node = std::max(p.devices_per_node, 1);
+  if (ranks <= 1) return 1;
+  if (rank_stride <= 0) return (ranks + per_node - 1) / per_node;  // (packed, the least it can span)
+  if (rank_stride >= per_node) return ranks;
+  const int64_t last = static_cast<int64_t>(first_rank) + static_cast<int64_t>(ranks - 1) * rank_stride;
+  return static_cast<int>(last / per_node - first_rank / per_node + 1);
+}
+
+double collective_seconds(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& p) {
   const int n = std::max(ranks, 1);
   if (n == 1) return p.kernel_overhead;  // a local copy at most
-  const Link& link = n <= p.devices_per_node ? p.intra_node : p.inter_node;
+  const Link& link = nodes <= 1 ? p.intra_node : p.inter_node;
   const double bw = link.bandwidth * p.fabric_efficiency;
   const double a = link.latency;
   const double steps = static_cast<double>(n - 1);

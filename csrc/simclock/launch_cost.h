@@ -27,10 +27,14 @@ struct Timing {
 // The time `cost` takes on `profile`'s device.
 Timing time_of(const LaunchWork& cost, const DeviceProfile& profile);
 
+// How many of the profile's nodes a group of `ranks` world ranks spans, from
+// `first_rank` every `rank_stride` (0: not evenly spaced, taken as packed).
+int nodes_spanned(int ranks, int first_rank, int rank_stride, const DeviceProfile& profile);
+
 // A collective of `bytes` per rank over `ranks` devices of the profile's fabric:
 // the faster of ring and tree (as NCCL's tuner picks), through the node's links
-// while the ranks fit in a node, the network's beyond.
-double collective_seconds(CollectiveKind kind, double bytes, int ranks, const DeviceProfile& profile);
+// while the group is within one node, the network's (one link per device) when it spans `nodes` > 1.
+double collective_seconds(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& profile);
 
 const char* bound_name(Bound bound);
 

@@ -4,6 +4,7 @@
 #include "runtime/launch_queue.h"
 #include "runtime/observers.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
@@ -86,9 +87,14 @@ void advance_host(State& s, double cpu_now) {
   last_epoch = s.epoch;
 }
 
-// (Stream workers run CPU operators too, as the part's kernels: not the host's.)
+// (Kernels run CPU operators too, on the workers or, blocking, on the launching
+// thread, and in their parallel regions' threads: the part's work, not the host's.)
+bool kernel_thread() {
+  return on_launch_worker() || running_kernel() || at::in_parallel_region();
+}
+
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&) {
-  if (on_launch_worker()) return nullptr;
+  if (kernel_thread()) return nullptr;
   if (op_depth++ == 0) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -103,7 +109,7 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
 }
 
 void on_operator_end(const at::RecordFunction&, at::ObserverContext*) {
-  if (on_launch_worker()) return;
+  if (kernel_thread()) return;
   if (op_depth > 0 && --op_depth == 0) last_cpu = thread_cpu_seconds();
 }
 

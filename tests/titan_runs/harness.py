@@ -88,8 +88,13 @@ STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def make_workdir(root: Path, seed: int = 0, documents: int = 400, vocab_size: int = 2048) -> Path:
-    """A folder torchtitan's debug configuration runs in: tokenizer, dataset, configuration."""
+def make_workdir(root: Path, seed: int = 0, documents: int = 400, vocab_size: int = 2048,
+                 reserved_to: int | None = None) -> Path:
+    """A folder torchtitan's debug configuration runs in: tokenizer, dataset, configuration.
+
+    reserved_to: the tokenizer's vocabulary is filled up to this size with reserved
+    special tokens, as Llama 3's is (its 128,256 entries size the model's embedding
+    and output layers; a BPE trained on this little text learns far fewer)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     rng = random.Random(seed)
@@ -106,6 +111,9 @@ def make_workdir(root: Path, seed: int = 0, documents: int = 400, vocab_size: in
     tokenizer.train_from_iterator(texts, trainers.BpeTrainer(
         vocab_size=vocab_size - len(specials), special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    if reserved_to is not None:
+        tokenizer.add_special_tokens([f"<|reserved_special_token_{i}|>"
+                                      for i in range(reserved_to - tokenizer.get_vocab_size())])
     tokenizer.save(str(tokenizer_dir / "tokenizer.json"))
     (tokenizer_dir / "tokenizer_config.json").write_text(json.dumps(
         {"bos_token": specials[0], "eos_token": specials[1], "add_bos_token": True, "add_eos_token": True}))

@@ -1,0 +1,115 @@
+#include "phantom/phantom_execution.h"
+
+#include "runtime/launch_site.h"
+#include "runtime/observers.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace simhpu::phantom {
+
+namespace {
+
+struct State {
+  std::mutex mu;
+  std::atomic<bool> on{false};
+  Values values = Values::Placeholder;
+  std::vector<HostRead> reads;
+  std::map<std::pair<std::string, int>, size_t> read_at;  // (file, line) -> index in reads
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: reads may come during exit
+  return *s;
+}
+
+constexpr const char* kWhat = "phantom execution (torch.simhpu.simulate(execute=False) or SIMHPU_EXECUTE=0)";
+
+class PhantomLens final : public RuntimeObserver {
+ public:
+  PhantomLens() { observers::subscribe(this); }
+
+  bool computes_values() const override { return false; }
+
+  std::string context_note() const override {
+    return " (" + std::string(kWhat) + " was on: no kernel ran)";
+  }
+
+  void on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op) override {
+    const LaunchSite site = capture_launch_site();  // before the lock: it may take the GIL
+    const char* file = site.file();
+    const int line = site.line();
+    State& s = state();
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      const std::pair<std::string, int> key{file != nullptr ? file : "", line};
+      auto [it, fresh] = s.read_at.emplace(key, s.reads.size());
+      if (fresh) s.reads.push_back(HostRead{op, key.first, line, 0, 0});
+      HostRead& read = s.reads[it->second];
+      read.count += 1;
+      read.bytes += static_cast<int64_t>(device_source.nbytes());
+      if (s.values == Values::Error) {
+        TORCH_CHECK(false, op, " read the values of a device tensor of shape ", device_source.sizes(), " (",
+                    c10::toString(device_source.scalar_type()), ")", file != nullptr ? " at " : "",
+                    file != nullptr ? file : "", file != nullptr ? ":" + std::to_string(line) : "", ", but ", kWhat,
+                    " computes no values (values=\"error\"). Pass values=\"placeholder\" to read placeholders, "
+                    "or keep host reads out of the simulated steps.");
+      }
+    }
+    // Ones for floating point, which scales and normalises (no division by
+    // zero); zeros for integers (counts, offsets, RNG states: a zero offset is
+    // valid) and False for flags: a loop that runs while any element is flagged
+    // (rejection sampling: nn.init.trunc_normal_) ends.
+    const c10::ScalarType t = host_destination.scalar_type();
+    host_destination.fill_(c10::isIntegralType(t, /*includeBool=*/true) ? 0 : 1);
+  }
+
+  void before_host_compute(const char* op) override {
+    TORCH_CHECK(false, op, " needs its inputs' values on the host (what it returns, or its result's shape, ",
+                "depends on them), but ", kWhat,
+                " computes no values. Run this part with execute=True, or give the operator what it "
+                "would learn from the values (a size, a count) ahead of time.");
+  }
+};
+
+PhantomLens& lens() {
+  static PhantomLens* instance = new PhantomLens();
+  return *instance;
+}
+const bool lens_subscribed = (lens(), true);
+
+} // namespace
+
+void set_enabled(bool on, Values values) {
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.values = values;
+  }
+  s.on.store(on);
+  observers::set_active(&lens(), on);
+}
+
+bool enabled() {
+  return state().on.load();
+}
+
+std::vector<HostRead> host_reads() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.reads;
+}
+
+void clear_host_reads() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.reads.clear();
+  s.read_at.clear();
+}
+
+} // namespace simhpu::phantom

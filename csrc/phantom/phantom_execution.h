@@ -1,0 +1,42 @@
+#pragma once
+// Phantom execution (torch.simhpu.simulate(execute=False), SIMHPU_EXECUTE=0):
+// the program runs, and the device does not. Launches are made, priced and
+// placed on the simulated clocks as ever, but no kernel runs; device memory is
+// handed out by the allocator as ever (addresses, capacity, out-of-memory,
+// snapshots), and no page of it is touched, so a part larger than this
+// machine "allocates". What the host reads of device values (a copy to the
+// CPU, item()) gets placeholder values, counted with the Python line that read
+// them; an operator that needs values on the host to compute (a result whose
+// shape depends on them, as nonzero's) is refused, naming it.
+//
+// A lens of its own: it observes the runtime (runtime/observers.h) and stands
+// in for the device's values there; the runtime does not name it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace simhpu::phantom {
+
+// What host reads of device values get while phantom execution is on.
+enum class Values : int {
+  Placeholder = 0,  // ones for floating point (no division by zero), zeros for integers, False for bool
+  Error = 1,        // the first read raises
+};
+
+// On (the device's queues should be empty: what they hold still runs) or off.
+void set_enabled(bool on, Values values);
+bool enabled();
+
+// One Python line that read device values while phantom execution was on.
+struct HostRead {
+  std::string op;  // aten::_local_scalar_dense (item), aten::_copy_from (to the CPU)
+  std::string file;
+  int line = 0;
+  int64_t count = 0;
+  int64_t bytes = 0;
+};
+// The reads since the last clear, in the order their lines first read.
+std::vector<HostRead> host_reads();
+void clear_host_reads();
+
+} // namespace simhpu::phantom

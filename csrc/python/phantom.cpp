@@ -1,0 +1,24 @@
+#include "python/phantom.h"
+
+#include "phantom/phantom_execution.h"
+#include "runtime/memory_history.h"
+
+namespace py = pybind11;
+
+namespace simhpu {
+
+void bind_phantom(py::module_& m) {
+  m.def("_phantom_set", [](bool on, int values) { phantom::set_enabled(on, static_cast<phantom::Values>(values)); });
+  m.def("_phantom_enabled", &phantom::enabled);
+  m.def("_phantom_host_reads", [] {
+    py::list out;
+    for (const phantom::HostRead& r : phantom::host_reads()) {
+      out.append(py::make_tuple(r.op, r.file, r.line, r.count, r.bytes));
+    }
+    return out;
+  });
+  m.def("_phantom_clear_host_reads", &phantom::clear_host_reads);
+  m.def("_set_device_capacity", &set_device_capacity);
+}
+
+} // namespace simhpu

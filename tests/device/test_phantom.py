@@ -1,0 +1,197 @@
+"""Phantom execution (torch.simhpu.simulate(execute=False), SIMHPU_EXECUTE=0,
+csrc/phantom): the program runs, launches are priced and placed on the simulated
+clocks, and no kernel runs; device memory has the profile's capacity and is never
+touched; host reads of values get counted placeholders."""
+import json
+import os
+
+import pytest
+import torch
+
+from torch_simhpu import _C
+from tests.device.test_simulation import ROUND
+from tests.helpers import run_python
+
+D = "simhpu"
+# The device of this process already has its capacity: in-process runs use a profile that agrees.
+PROFILE = dict(ROUND, name="phantom-round", memory_capacity=float(_C._memory_limit()))
+
+
+def phantom(**kwargs):
+    return torch.simhpu.simulate(PROFILE, host_time="modelled", execute=False, **kwargs)
+
+
+def test_no_kernel_runs_but_every_launch_is_priced():
+    a = torch.ones(256, 256, device=D)
+    torch.simhpu.synchronize()
+    with phantom() as sim:
+        b = a @ a
+        c = (b * 2).relu()
+    assert [x.op for x in sim.kernels()] == ["aten::mm.out", "aten::mul.Tensor", "aten::relu"]
+    assert sim.kernels()[0].work == "matrix" and sim.kernels()[0].flops == 2 * 256 ** 3
+    assert sim.phantom and "phantom: none ran" in sim.report()
+    # What phantom execution launched never ran: the memory of its results was not written.
+    assert _C._phantom_enabled() is False
+    torch.simhpu.synchronize()
+    # (Out of phantom execution again, kernels run: the device is as usable as before.)
+    torch.testing.assert_close((a @ a).cpu(), torch.full((256, 256), 256.0))
+    del b, c
+
+
+def test_host_reads_get_placeholders_counted_with_their_line():
+    x = torch.zeros(4, device=D)
+    with phantom() as sim:
+        total = (x + 5).sum().item()  # READ-ITEM
+        listed = (x - 3).tolist()  # READ-LIST
+    assert total == 1.0 and listed == [1.0, 1.0, 1.0, 1.0]
+    reads = {(r.op, r.line) for r in sim.host_reads}
+    here = open(__file__).read().splitlines()
+    item_line = next(n for n, l in enumerate(here, 1) if l.endswith("# READ-ITEM"))
+    list_line = next(n for n, l in enumerate(here, 1) if l.endswith("# READ-LIST"))
+    assert ("aten::_local_scalar_dense", item_line) in reads
+    assert any(line == list_line for _, line in reads)
+    assert "host reads of device values: 2" in sim.report()
+
+
+def test_values_error_raises_at_the_first_read_and_names_it():
+    x = torch.zeros(3, device=D)
+    with pytest.raises(RuntimeError, match=r"aten::_local_scalar_dense read the values of a device tensor of "
+                                           r"shape \[\] \(Float\) at .*test_phantom.py:\d+.*values=\"error\""):
+        with phantom(values="error"):
+            (x * 2).sum().item()
+    torch.testing.assert_close((x + 1).cpu(), torch.ones(3))  # the device is usable after
+
+
+@pytest.mark.parametrize("call", [lambda t: t.nonzero(), lambda t: t[t > 0], lambda t: torch.unique(t)],
+                         ids=["nonzero", "boolean-mask", "unique"])
+def test_data_dependent_shapes_are_a_clear_error_naming_the_op(call):
+    x = torch.arange(6.0, device=D)
+    with pytest.raises(RuntimeError, match=r"aten::\w+.* needs its inputs' values on the host .*phantom execution"):
+        with phantom():
+            call(x)
+    assert call(x).numel() > 0  # and afterwards, executed, it works
+
+
+def test_meta_model_moved_with_to_empty_initialises_and_steps():
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 8))
+    with phantom() as sim:
+        model.to_empty(device=D)
+        for m in model:
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        loss = model(torch.randn(32, 64, device=D)).square().mean()
+        loss.backward()
+        opt.step()
+    ops = {x.op for x in sim.kernels()}
+    assert {"aten::uniform_", "aten::addmm.out", "aten::mm.out"} <= ops
+    assert {"aten::addcdiv.out", "aten::lerp.Scalar_out"} <= ops  # AdamW's step
+
+
+def test_storage_clone_copies_nothing_and_stays_usable():
+    x = torch.ones(8, device=D)
+    with phantom():
+        y = x.clone()
+        s = y.untyped_storage().clone()
+    assert s.nbytes() == 32
+
+
+def test_phantom_and_executed_give_the_same_timeline_and_the_same_peak():
+    """Same kernels at the same simulated times, and the same allocator peak to the byte.
+    (Execute mode launches blocking here: the CPU workers that stand in for the part hold
+    a freed block until the kernels using it ran, which the part's stream-ordered
+    allocator does not; blocking launches free in program order, as phantom does. And a
+    step runs once first: an out= operator's first call with empty outputs checks its
+    meta kernel synchronised, a host wait the part would not make.)"""
+    out = run_python(_AGREEMENT, cwd=os.path.dirname(__file__), SIMHPU_LAUNCH_BLOCKING="1", SIMHPU_MEMORY_LIMIT="80GB")
+    assert out.returncode == 0, out.stderr
+    executed, phantom_run = (json.loads(line) for line in out.stdout.splitlines()[-2:])
+    assert executed["launches"] == phantom_run["launches"]
+    assert executed["peak"] == phantom_run["peak"] > 0
+    assert len(executed["launches"]) > 50
+
+
+_AGREEMENT = r"""
+import json, torch, torch_simhpu
+from torch import nn
+
+def step(execute):
+    torch.manual_seed(0)
+    torch.simhpu.manual_seed(0)
+    model = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, dropout=0.0).to("simhpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    x = torch.randn(8, 16, 64).to("simhpu")
+    torch.simhpu.synchronize()
+    torch.simhpu.reset_peak_memory_stats()
+    with torch.simhpu.simulate("h100-sxm", host_time="modelled", execute=execute) as sim:
+        for _ in range(2):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    launches = [(x.op, x.kernel, x.work, x.flops, x.bytes, round(x.start, 12), round(x.end, 12))
+                for x in sim.launches]
+    del model, opt, x, loss
+    return {"launches": launches, "peak": torch.simhpu.max_memory_allocated()}
+
+import os
+step(True)  # a first call of an out= operator with empty outputs checks its meta kernel synchronised, once
+results = [step(True)]
+results.append(step(False))
+for r in results:
+    print(json.dumps(r))
+"""
+
+
+def test_a_part_larger_than_this_machine_allocates_and_runs_out_as_the_part_would(tmp_path):
+    code = r"""
+import resource, torch, torch_simhpu
+GiB = 2**30
+props = torch.simhpu.get_device_properties(0)
+assert props.total_memory == int(80e9), props.total_memory
+held = [torch.empty(30 * GiB, dtype=torch.uint8, device="simhpu") for _ in range(2)]  # 60 GiB "on the part"
+w = torch.empty(16384, 16384, device="simhpu", dtype=torch.bfloat16)
+y = w @ w  # priced, not run
+try:
+    torch.empty(20 * GiB, dtype=torch.uint8, device="simhpu")
+except torch.OutOfMemoryError as e:
+    print("OOM:", str(e).splitlines()[0])
+summary = torch.simhpu.memory_summary()
+assert "Allocated memory" in summary or "allocated" in summary.lower(), summary
+snapshot = torch.simhpu.memory._snapshot()
+assert sum(s["total_size"] for s in snapshot["segments"]) >= 60 * GiB
+print("RSS_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+    out = run_python(code, cwd=tmp_path, SIMHPU_DEVICE_PROFILE="h100-sxm", SIMHPU_EXECUTE="0")
+    assert out.returncode == 0, out.stderr
+    assert "OOM: simhpu: out of memory on device 0: tried to allocate 20.00 GiB" in out.stdout, out.stdout
+    rss = int(out.stdout.split("RSS_MB")[1])
+    assert rss < 2048, f"phantom memory reached the host: {rss} MB resident"
+
+
+def test_simhpu_execute_0_needs_a_profile(tmp_path):
+    out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_EXECUTE="0", SIMHPU_DEVICE_PROFILE="")
+    assert out.returncode != 0
+    assert "SIMHPU_EXECUTE=0 (phantom execution) prices launches on a part: set SIMHPU_DEVICE_PROFILE" in out.stderr
+
+
+def test_phantom_refuses_a_capacity_the_device_did_not_start_with():
+    other = dict(PROFILE, name="phantom-other", memory_capacity=PROFILE["memory_capacity"] * 2)
+    torch.ones(1, device=D)
+    keep = torch.ones(1, device=D)
+    with pytest.raises(ValueError, match="and tensors in it, so its capacity cannot change"):
+        with torch.simhpu.simulate(other, execute=False):
+            pass
+    assert not _C._phantom_enabled() and torch.simhpu.simulation.profile() is None
+
+
+def test_the_command_runs_a_script_in_phantom(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch, torch_simhpu\nw = torch.randn(4096, 4096, device='simhpu')\n"
+                      "for _ in range(3):\n    w = w @ w\nprint('value', w.sum().item())\n")
+    out = run_python(f"import sys; from torch_simhpu.simulation import main; "
+                     f"sys.exit(main(['--profile', 'h100-sxm', '--no-execute', {str(script)!r}]))", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "value 1.0" in out.stdout and "phantom: none ran" in out.stdout
+    assert "host reads of device values: 1" in out.stdout

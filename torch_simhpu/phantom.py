@@ -1,0 +1,92 @@
+"""Phantom execution: the program runs, the device does not.
+
+    with torch.simhpu.simulate("h100-sxm", execute=False) as sim:
+        train_step()          # every launch priced and placed on the simulated clocks; no kernel runs
+    print(sim.report())
+
+    SIMHPU_DEVICE_PROFILE=h100-sxm SIMHPU_EXECUTE=0 python train.py
+
+Device memory is handed out as ever, with the profile's capacity, and never
+touched: an 80 GB part "allocates" on a machine with less, and runs out of
+memory where the part would (torch.OutOfMemoryError, memory_summary() and
+snapshots as usual). What the host reads of device values (.item(), .cpu(),
+.tolist(), print) gets placeholder values (ones for floating point, so nothing divides by
+zero; zeros for integers, so an offset or RNG state read back is valid; False
+for bool, so a loop that runs while any element is flagged ends), each read
+counted with its Python line in the report; values="error" raises at the first
+instead. An operator that needs device values on the host to compute (one whose
+result's shape depends on them, as nonzero's or a boolean mask's) is refused,
+naming it. Build large models on the meta device and move them with
+to_empty(device="simhpu"): initialising them is launches like any other.
+
+The lens lives in csrc/phantom; the runtime does not name it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+from torch_simhpu import _C
+
+VALUES = {"placeholder": 0, "error": 1}
+
+
+@dataclass(frozen=True)
+class HostRead:
+    """One Python line that read device values while phantom execution was on."""
+    op: str      # aten::_local_scalar_dense (item), aten::_copy_from (a copy to the CPU)
+    file: str
+    line: int
+    count: int
+    bytes: int
+
+
+def start(profile: dict, values: str = "placeholder") -> None:
+    """Phantom execution on, with a checked profile's memory capacity (see module doc)."""
+    if values not in VALUES:
+        raise ValueError(f"torch.simhpu.simulate: values must be 'placeholder' or 'error', got {values!r}")
+    _give_device_the_capacity_of(profile)
+    _C._synchronize_all()  # what was launched before runs: only what follows is phantom
+    _C._phantom_clear_host_reads()
+    _C._phantom_set(True, VALUES[values])
+
+
+def stop() -> None:
+    _C._phantom_set(False, 0)
+
+
+def enabled() -> bool:
+    """Whether phantom execution is on."""
+    return _C._phantom_enabled()
+
+
+def host_reads() -> list[HostRead]:
+    """The Python lines that read device values since phantom execution started."""
+    return [HostRead(*row) for row in _C._phantom_host_reads()]
+
+
+def _give_device_the_capacity_of(profile: dict) -> None:
+    if os.environ.get("SIMHPU_MEMORY_LIMIT"):
+        return  # the user's own capacity
+    capacity = int(profile["memory_capacity"])
+    if not _C._set_device_capacity(capacity):
+        raise ValueError(
+            f"torch.simhpu.simulate(execute=False): the profile {profile['name']!r} has "
+            f"{capacity / 2**30:.1f} GiB of device memory, but the device has {_C._memory_limit() / 2**30:.1f} GiB "
+            "and tensors in it, so its capacity cannot change. Start phantom execution before making device "
+            "tensors, or from the environment (SIMHPU_DEVICE_PROFILE=... SIMHPU_EXECUTE=0), or set "
+            "SIMHPU_MEMORY_LIMIT to the part's capacity.")
+
+
+def _start_from_environment(profile: dict | None) -> None:
+    """SIMHPU_EXECUTE=0 (with SIMHPU_DEVICE_PROFILE; SIMHPU_PHANTOM_VALUES=placeholder|error)."""
+    value = os.environ.get("SIMHPU_EXECUTE", "").strip().lower()
+    if value in ("", "1", "true", "yes", "on"):
+        return
+    if value not in ("0", "false", "no", "off"):
+        raise ValueError(f"SIMHPU_EXECUTE must be 1 or 0, got {value!r}")
+    if profile is None:
+        raise ValueError("SIMHPU_EXECUTE=0 (phantom execution) prices launches on a part: "
+                         "set SIMHPU_DEVICE_PROFILE too, e.g. SIMHPU_DEVICE_PROFILE=h100-sxm")
+    start(profile, os.environ.get("SIMHPU_PHANTOM_VALUES", "placeholder").strip() or "placeholder")
