@@ -25,16 +25,38 @@ namespace {
 
 using at::Tensor;
 
-// The CPU's choice, narrowed to what the overrideable operators can carry: they
-// take no dropout (the CPU kernel would draw from the CPU's generator), no
-// grouped-query attention (scaled_dot_product_attention does not pass it on)
-// and give no gradient for a mask.
+// Grouped-query attention: how many query heads share each key/value head (1: none).
+int64_t query_heads_per_kv_head(const Tensor& query, const Tensor& key) {
+  return query.dim() >= 3 && key.dim() >= 3 && key.size(-3) > 0 ? query.size(-3) / key.size(-3) : 1;
+}
+
+// `t` ([..., kv heads, length, dim]) with each head repeated for the query heads it serves.
+Tensor per_query_head(const Tensor& t, int64_t groups) {
+  return groups == 1 ? t : t.repeat_interleave(groups, -3);
+}
+
+// The CPU's choice (for the heads as the kernel will see them), narrowed to what
+// the overrideable operators can carry: they take no dropout (the CPU kernel
+// would draw from the CPU's generator) and give no gradient for a mask.
+// Grouped-query attention, which scaled_dot_product_attention does not pass
+// on, they recognise by the head counts, as a GPU's flash kernels do.
 int64_t fused_sdp_choice(const Tensor& query, const Tensor& key, const Tensor& value,
                          const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
-  const auto cpu_choice = static_cast<at::SDPBackend>(
-      at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa));
-  const bool fused = cpu_choice == at::SDPBackend::flash_attention && dropout_p == 0.0 && !enable_gqa &&
+  const bool grouped = enable_gqa && query.dim() >= 3 && key.dim() >= 3 && key.size(-3) != query.size(-3);
+  if (grouped && (key.size(-3) == 0 || query.size(-3) % key.size(-3) != 0 || value.size(-3) != key.size(-3))) {
+    return static_cast<int64_t>(at::SDPBackend::math);  // (the math path says what is wrong)
+  }
+  // As the kernel will see them: each key/value head repeated for its query heads (shapes only).
+  auto as_seen = [&](const Tensor& t) {
+    if (!grouped) return t;
+    std::vector<int64_t> sizes = t.sizes().vec();
+    sizes[sizes.size() - 3] = query.size(-3);
+    return at::empty(sizes, t.options().device(at::kMeta));
+  };
+  const auto cpu_choice = static_cast<at::SDPBackend>(at::native::_fused_sdp_choice_cpp(
+      query, as_seen(key), as_seen(value), attn_mask, dropout_p, is_causal, scale, /*enable_gqa=*/false));
+  const bool fused = cpu_choice == at::SDPBackend::flash_attention && dropout_p == 0.0 &&
       !(attn_mask.has_value() && attn_mask->defined() && attn_mask->requires_grad());
   return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
@@ -54,8 +76,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
   TORCH_CHECK(dropout_p == 0.0, "_scaled_dot_product_fused_attention_overrideable on simhpu: dropout_p must be 0 ",
               "(got ", dropout_p, "); scaled_dot_product_attention takes the math path for dropout");
   TORCH_CHECK(!return_debug_mask, "_scaled_dot_product_fused_attention_overrideable on simhpu: no debug mask");
-  auto [output, logsumexp] =
-      at::_scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, attn_bias, scale);
+  const int64_t groups = query_heads_per_kv_head(query, key);
+  auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
+      query, per_query_head(key, groups), per_query_head(value, groups), dropout_p, is_causal, attn_bias, scale);
   // The CPU kernel's logsumexp is [batch, query, heads] in its compute dtype;
   // the operator's is [batch, heads, query] in float32.
   logsumexp = logsumexp.to(at::kFloat).contiguous();
@@ -76,9 +99,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward(
     return {};  // no gradient flows in: none flows out (autograd reads undefined as zeros)
   }
   const auto compute_dtype = at::toOpMathType(query.scalar_type());
+  const int64_t groups = query_heads_per_kv_head(query, key);
   auto [grad_q, grad_k, grad_v] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-      grad_out, query, key, value, out, logsumexp.to(compute_dtype).transpose(1, 2).contiguous().transpose(1, 2),
-      dropout_p, is_causal, attn_bias.defined() ? std::optional<Tensor>(attn_bias) : std::nullopt, scale);
+      grad_out, query, per_query_head(key, groups), per_query_head(value, groups), out,
+      logsumexp.to(compute_dtype).transpose(1, 2).contiguous().transpose(1, 2), dropout_p, is_causal,
+      attn_bias.defined() ? std::optional<Tensor>(attn_bias) : std::nullopt, scale);
+  if (groups > 1) {  // each key/value head's gradient: the sum over the query heads it served
+    grad_k = grad_k.unflatten(-3, {key.size(-3), groups}).sum(-3);
+    grad_v = grad_v.unflatten(-3, {value.size(-3), groups}).sum(-3);
+  }
   Tensor grad_bias = attn_bias.defined() ? at::empty_like(attn_bias) : Tensor();
   return {laid_out_like(grad_q, query), laid_out_like(grad_k, key), laid_out_like(grad_v, value), grad_bias};
 }
