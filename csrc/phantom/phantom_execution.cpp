@@ -37,7 +37,7 @@ class PhantomLens final : public RuntimeObserver {
   bool computes_values() const override { return false; }
 
   std::string context_note() const override {
-    return " (" + std::string(kWhat) + " was on: no kernel ran)";
+    return " (" + std::string(kWhat) + " was on: no kernel ran, and the device has the part's capacity)";
   }
 
   void on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op) override {

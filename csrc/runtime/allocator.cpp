@@ -87,7 +87,8 @@ class DeviceCache {
                       format_bytes(requested) + ", but only " + format_bytes(memory().free_bytes()) + " of " +
                       format_bytes(memory().capacity()) + " is free (" +
                       format_bytes(stats_.allocated_bytes[kAll].current) +
-                      " held by tensors). Free some tensors, or raise SIMHPU_MEMORY_LIMIT.";
+                      " held by tensors). Free some tensors, or raise SIMHPU_MEMORY_LIMIT." +
+                      observers::context_notes();
     }
     notify_out_of_memory(device_, requested);  // outside the lock: it may take a snapshot
     TORCH_CHECK_WITH(OutOfMemoryError, false, out_of_memory);

@@ -50,7 +50,7 @@ def only(launches, op):
 # -- profiles --------------------------------------------------------------------------------
 
 def test_the_shipped_profiles_load_and_describe_their_part():
-    assert torch.simhpu.profiles() == ["ascend-910b", "edge", "gaudi2", "h100-sxm"]
+    assert torch.simhpu.profiles() == ["ascend-910b", "edge", "gaudi2", "h100-hbm2e-96gb", "h100-sxm"]
     for name in torch.simhpu.profiles():
         p = load_profile(name)
         assert p["name"] == name
