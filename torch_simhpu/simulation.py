@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torch_simhpu import _C, phantom, simulated_ranks
 
@@ -192,7 +193,7 @@ PROJECTED_SCALES = (8, 64, 1024)  # the group sizes a report projects each colle
 
 @contextlib.contextmanager
 def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str = "measured",
-             execute: bool = True, values: str = "placeholder"):
+             execute: bool = True, values: str = "placeholder", tokens_per_step: int | None = None):
     """Simulated time for the block; yields a Simulation whose report() describes it.
 
     profile: the profile to use (None: the one set already). Clocks restart at
@@ -201,6 +202,8 @@ def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str 
     priced and placed, no kernel runs, device memory has the profile's capacity
     and is never touched; host reads of values get placeholders (values=
     "placeholder", counted in the report) or raise (values="error").
+    tokens_per_step: the tokens one optimizer step of this device trains on; the
+    report then gives tokens/s per device.
     """
     before = _C._simclock_profile_name()
     before_mode = _C._simclock_host_time()
@@ -218,6 +221,7 @@ def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str 
         raise
     name = _C._simclock_profile_name()
     run = Simulation(name)
+    run.tokens_per_step = tokens_per_step
     run._begin()
     try:
         yield run
@@ -272,13 +276,29 @@ class Simulation:
         self._mark = None
         self._projected: dict[tuple, float] = {}  # (collective, bytes, devices) -> seconds, priced at the end
         self.phantom = False  # whether the device's values were computed (see torch_simhpu/phantom.py)
+        self.step_ends: list[float] = []  # simulated seconds: when the device finished each optimizer step's work
+        self.tokens_per_step: int | None = None
+        self._step_hook = None
         self.host_reads: list[phantom.HostRead] = []  # placeholder reads, under phantom execution
 
     def _begin(self) -> None:
         self._mark = _C._simclock_start_log()
         self.begin = _C._simclock_host_now()
+        device = torch.simhpu.current_device()
+
+        # Each optimizer step's end: every launch of the step is made by then, and the
+        # device is done with them when its streams' clocks say. (An optimizer that
+        # steps others, as torchtitan's container does, ends at the same time: one step.)
+        def step_ended(*_):
+            end = _C._simclock_device_now(device)
+            if not self.step_ends or end != self.step_ends[-1]:
+                self.step_ends.append(end)
+
+        self._step_hook = register_optimizer_step_post_hook(step_ended)
 
     def _end(self) -> None:
+        if self._step_hook is not None:
+            self._step_hook.remove()
         try:
             torch.simhpu.synchronize()  # the host waits for the device: the block's end
         finally:
@@ -299,6 +319,21 @@ class Simulation:
     def span(self) -> float:
         """Simulated seconds from the block's start to the host's end (after it synchronised)."""
         return self.finish - self.begin
+
+    def steps(self) -> list[float]:
+        """Simulated seconds of each optimizer step: the device's time from finishing the
+        previous step's work (the first: from the block's start) to finishing this one's."""
+        ends = [self.begin, *self.step_ends]
+        return [b - a for a, b in zip(ends, ends[1:])]
+
+    def step_time(self) -> float | None:
+        """The steady step: the mean of the steps after the first (which holds the start-up:
+        building, initialising, the first all-gathers), or the only one; None without steps."""
+        steps = self.steps()
+        if not steps:
+            return None
+        steady = steps[1:] or steps
+        return sum(steady) / len(steady)
 
     def kernels(self) -> list[Launch]:
         return [x for x in self.launches if x.work != "marker"]
@@ -372,6 +407,17 @@ class Simulation:
             row["projected"] = {n: self._projected[(row["collective"], row["bytes"], n)] for n in PROJECTED_SCALES}
         return list(rows.values())
 
+    def _step_lines(self) -> list[str]:
+        step = self.step_time()
+        if step is None:
+            return []
+        steps = self.steps()
+        line = (f"{len(steps)} optimizer step(s); the step: {_t(step)}"
+                + (f" (the mean of steps 2-{len(steps)}; the first took {_t(steps[0])})" if len(steps) > 1 else ""))
+        if self.tokens_per_step:
+            line += f"; {self.tokens_per_step / step:,.0f} tokens/s per device"
+        return [line]
+
     def report(self, top: int = 20) -> str:
         busy = self.busy()
         rank = os.environ.get("RANK")
@@ -380,6 +426,7 @@ class Simulation:
                  f"({len(self.kernels())} kernels{', phantom: none ran' if self.phantom else ''})",
                  f"device busy {_pct(busy, self.span)}, idle waiting for the host's launches "
                  f"{_pct(self.waiting_for_host(), self.span)}: {self.verdict()}",
+                 *self._step_lines(),
                  "",
                  f"{'operator':<44} {'launches':>8} {'time':>10} {'share':>6} {'bound':>9} {'of peak':>8}"]
         ops = self.operators()
@@ -487,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world", type=int, help="simulated ranks: play one rank of a world this large "
                                                   "(see torch_simhpu/simulated_ranks.py; phantom execution)")
     parser.add_argument("--rank", type=int, default=0, help="the rank this process plays, with --world")
+    parser.add_argument("--tokens-per-step", type=int, help="tokens one optimizer step trains on, per device: "
+                                                               "the report gives tokens/s")
     parser.add_argument("--values", choices=sorted(phantom.VALUES), default="placeholder",
                         help="what host reads of device values get under --no-execute")
     parser.add_argument("script", nargs="?", help="the script (or -m MODULE, as python takes it: -m torchtitan.train)")
@@ -511,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         options.execute = False
     sys.argv = [options.script or options.module, *options.args]
     with simulate(options.profile, host_time=options.host_time, execute=options.execute is not False,
-                  values=options.values) as run:
+                  values=options.values, tokens_per_step=options.tokens_per_step) as run:
         try:
             if options.module is not None:
                 runpy.run_module(options.module, run_name="__main__", alter_sys=True)

@@ -125,6 +125,9 @@ void bind_simclock(py::module_& m) {
                                             c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
                                             stream));
   });
+  m.def("_simclock_device_now", [](int64_t device) {
+    return simclock::device_now(static_cast<c10::DeviceIndex>(device));
+  });
   m.def("_simclock_start_log", &simclock::start_log);
   m.def("_simclock_stop_log", [](uint64_t mark) {
     std::vector<simclock::Entry> entries;

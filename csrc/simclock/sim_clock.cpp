@@ -369,6 +369,16 @@ double stream_now(const c10::Stream& stream) {
   return it == s.streams.end() ? 0.0 : it->second.time;
 }
 
+double device_now(c10::DeviceIndex device) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  double latest = 0;
+  for (const auto& [key, clock] : s.streams) {
+    if (static_cast<c10::DeviceIndex>(static_cast<int8_t>(key >> 56)) == device) latest = std::max(latest, clock.time);
+  }
+  return latest;
+}
+
 uint64_t start_log() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);

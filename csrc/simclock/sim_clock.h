@@ -63,6 +63,8 @@ void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_nam
 // Simulated seconds.
 double host_now();
 double stream_now(const c10::Stream& stream);
+// When the device's streams finish what was launched on them so far.
+double device_now(c10::DeviceIndex device);
 
 // One launch on the simulated timeline.
 struct Entry {

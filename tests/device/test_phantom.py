@@ -195,3 +195,19 @@ def test_the_command_runs_a_script_in_phantom(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "value 1.0" in out.stdout and "phantom: none ran" in out.stdout
     assert "host reads of device values: 1" in out.stdout
+
+
+def test_the_report_gives_the_steady_step_and_tokens_per_second():
+    model = torch.nn.Linear(256, 256).to(D)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(64, 256, device=D)
+    with phantom(tokens_per_step=64) as sim:
+        for _ in range(3):
+            model(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    steps = sim.steps()
+    assert len(steps) == 3 and steps[1] == pytest.approx(steps[2]) and steps[0] >= steps[1]
+    assert sim.step_time() == pytest.approx(steps[1])
+    assert f"3 optimizer step(s); the step: " in sim.report()
+    assert f"{64 / steps[1]:,.0f} tokens/s per device" in sim.report()

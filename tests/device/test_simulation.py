@@ -81,7 +81,7 @@ def test_a_profile_file_names_its_line_or_the_shipped_ones(tmp_path):
     bad.write_text('{"name": "mine",\n "memory_bandwidth": }')
     with pytest.raises(ProfileError, match=r"mine.json:2: not valid JSON"):
         load_profile(str(bad))
-    with pytest.raises(ProfileError, match=r"'h200'.*shipped: ascend-910b, edge, gaudi2, h100-sxm"):
+    with pytest.raises(ProfileError, match=r"'h200'.*shipped: ascend-910b, edge, gaudi2, h100-hbm2e-96gb, h100-sxm"):
         load_profile("h200")
     good = tmp_path / "round.json"
     good.write_text(json.dumps(ROUND))

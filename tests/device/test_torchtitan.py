@@ -54,3 +54,28 @@ def test_a_dry_run_on_the_fake_process_group_plans_eight_ranks(workdir):
                              "--comm.mode", "fake_backend", "--parallelism.tensor_parallel_degree", "2",
                              env={"NGPU": "8"})
     assert sorted(run.losses) == [1, 2]
+
+
+def test_llama_70b_at_its_published_layout_runs_in_phantom_on_256_simulated_ranks(tmp_path):
+    """Llama-3.1 70B, FSDP 32 x TP 8 on 256 H100s, torchtitan unchanged: rank 0 builds the model on
+    the meta device, initialises it and steps, with no kernel run and 80 GB "allocated" on this machine."""
+    import subprocess
+    import sys
+
+    root = harness.make_workdir(tmp_path, reserved_to=128256)
+    config = harness.DEBUG_MODEL_TOML.replace('flavor = "debugmodel"', 'flavor = "70B"').replace(
+        "tensor_parallel_degree = 1", "tensor_parallel_degree = 8").replace('mode = "selective"', 'mode = "full"')
+    (root / "llama3_70b.toml").write_text(config)
+    done = subprocess.run([sys.executable, "-m", "torch_simhpu.simulation", "--profile", "h100-sxm", "--world", "256",
+                           "--rank", "0", "-m", "torchtitan.train", "--job.config_file", "llama3_70b.toml",
+                           "--training.steps", "1", "--training.seq_len", "8192", "--training.local_batch_size", "8"],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    log = harness.ANSI.sub("", done.stdout + done.stderr)
+    assert done.returncode == 0, log[-4000:]
+    assert "Model llama3 70B size: 70,553,706,496 total parameters" in log
+    assert "dp_shard=32, cp=1, tp=8" in log
+    assert "step:  1" in log and "phantom: none ran" in log
+    memory = float(harness.re.search(r"memory:\s+([0-9.]+)GiB", log).group(1))
+    assert 20 < memory < 74.5, memory  # the part's memory, held by the step (not this machine's)
+    # FSDP's collectives over the 32 ranks of the data-parallel dimension, one per node
+    assert any(line.startswith("all_gather") and "(32)" in line for line in log.splitlines()), log[-3000:]
