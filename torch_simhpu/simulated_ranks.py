@@ -54,7 +54,9 @@ def _start_from_environment() -> None:
     size = world()
     if size is None or _store is not None:
         return
-    if not os.environ.get("SIMHPU_DEVICE_PROFILE") or os.environ.get("SIMHPU_EXECUTE", "").strip() not in ("0",):
+    from torch_simhpu import phantom  # (started from the environment just before: see _device_registration)
+
+    if not phantom.enabled():
         raise ValueError(f"{WORLD}: simulated ranks run under phantom execution on a part: "
                          "set SIMHPU_DEVICE_PROFILE=... and SIMHPU_EXECUTE=0 too")
     start(size, int(os.environ.get(RANK, "0") or 0))

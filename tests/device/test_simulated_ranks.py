@@ -72,3 +72,17 @@ def test_environment_variables_need_phantom_execution(tmp_path):
     out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_SIMULATED_WORLD="8")
     assert out.returncode != 0
     assert "simulated ranks run under phantom execution on a part" in out.stderr
+
+
+def test_simulated_ranks_refuse_execution_and_a_rank_outside_the_world(tmp_path):
+    (tmp_path / "train.py").write_text("print('ran')\n")
+    for args, expected in ((["--world", "8", "--execute"], "--world runs under phantom execution"),
+                           (["--world", "8", "--rank", "8"], "the rank must be in [0, 8)")):
+        out = run_python("import sys; from torch_simhpu.simulation import main; "
+                         f"sys.exit(main(['--profile', 'h100-sxm', *{args!r}, 'train.py']))", cwd=tmp_path)
+        assert out.returncode != 0 and expected in out.stderr and "ran" not in out.stdout, out.stderr[-2000:]
+
+
+def test_phantom_from_the_environment_refuses_an_unknown_value(tmp_path):
+    out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_DEVICE_PROFILE="h100-sxm", SIMHPU_EXECUTE="maybe")
+    assert out.returncode != 0 and "SIMHPU_EXECUTE must be 1 or 0, got 'maybe'" in out.stderr
