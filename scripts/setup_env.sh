@@ -26,6 +26,14 @@ echo "installed $(ls dist/torch_simhpu-*.whl) into $VENV"
 # and the examples stay as a user would copy them: no build/, dist/ or
 # generated files.
 if [[ "${1:-}" == "test" ]]; then
+  # The simulation's HTML report is checked in a real headless browser
+  # (tests/device/test_planner_report.py): Debian's Chromium, when it is missing.
+  if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then
+    (apt-get install -y -q chromium >/tmp/simhpu-apt-chromium.log 2>&1 ||
+       { apt-get update -q >>/tmp/simhpu-apt-chromium.log 2>&1 &&
+         apt-get install -y -q chromium >>/tmp/simhpu-apt-chromium.log 2>&1; }) ||
+      echo "could not install chromium (see /tmp/simhpu-apt-chromium.log): the HTML report's browser test will skip" >&2
+  fi
   python=$(cd "$(dirname "$VENV/bin/python")" && pwd)/python
   for package in examples/*/setup.py; do
     folder=$(dirname "$package")

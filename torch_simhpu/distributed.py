@@ -7,7 +7,7 @@ each of these gives simhpu tensors to simccl (and CPU tensors to gloo where name
     dist.init_process_group("cpu:gloo,simhpu:simccl")
     dist.init_process_group("simccl")        # CPU tensors go to its gloo transport
 
-Collectives are device work on each device's communication stream
+Collectives are device work on a communication stream of their group's
 (csrc/distributed/collective.h); the transport is gloo over the same ranks.
 """
 

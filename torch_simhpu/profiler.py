@@ -70,7 +70,7 @@ def chrome_events(entries) -> list[dict]:
 def simulated_events(profile: str, launches) -> list[dict]:
     """Each launch's span on the modelled part, on its stream's lane (markers left out)."""
     events = []
-    for (op, kernel, file, line, device, stream, work, bound, collective, ranks, flops, nbytes, peak, launched,
+    for (op, kernel, file, line, device, stream, work, bound, collective, ranks, _dtype, flops, nbytes, peak, launched,
          start, end, cause, _after) in launches:
         if work == "marker":
             continue

@@ -7,7 +7,7 @@ The script's own torch.distributed calls run unchanged: init_process_group
 (env://) finds a store this process serves, as a torchelastic agent's, and
 every simccl group, the world's and DeviceMesh's sub-groups alike, gets torch's
 FakeProcessGroup as its transport. A collective is launched on the
-communication stream as ever and priced on the profile's fabric for its group's
+group's communication stream as ever and priced on the profile's fabric for its group's
 world ranks (a tensor-parallel group within a node, a data-parallel one across
 nodes), and moves no data: simulated ranks run under phantom execution
 (torch_simhpu/phantom.py), where no values are computed anyway.

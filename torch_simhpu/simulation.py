@@ -37,6 +37,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torch_simhpu import _C, phantom, simulated_ranks
+from torch_simhpu.memory import _format_bytes
+from torch_simhpu.memory_ledger import MemoryBreakdown, MemoryLedger
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -193,7 +195,8 @@ PROJECTED_SCALES = (8, 64, 1024)  # the group sizes a report projects each colle
 
 @contextlib.contextmanager
 def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str = "measured",
-             execute: bool = True, values: str = "placeholder", tokens_per_step: int | None = None):
+             execute: bool = True, values: str = "placeholder", tokens_per_step: int | None = None,
+             flops_per_token: float | None = None):
     """Simulated time for the block; yields a Simulation whose report() describes it.
 
     profile: the profile to use (None: the one set already). Clocks restart at
@@ -203,8 +206,13 @@ def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str 
     and is never touched; host reads of values get placeholders (values=
     "placeholder", counted in the report) or raise (values="error").
     tokens_per_step: the tokens one optimizer step of this device trains on; the
-    report then gives tokens/s per device.
+    report then gives tokens/s per device and the model FLOP utilisation (MFU),
+    counting flops_per_token model FLOPs a token (default: 6 x the optimizer's
+    parameters, attention's own FLOPs left out).
     """
+    for name, value in (("tokens_per_step", tokens_per_step), ("flops_per_token", flops_per_token)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ValueError(f"torch.simhpu.simulate: {name} must be a number > 0, got {value!r}")
     before = _C._simclock_profile_name()
     before_mode = _C._simclock_host_time()
     if profile is None and before is None:
@@ -221,7 +229,9 @@ def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str 
         raise
     name = _C._simclock_profile_name()
     run = Simulation(name)
+    run.profile_data = _profiles_in_use[name]
     run.tokens_per_step = tokens_per_step
+    run.flops_per_token = flops_per_token
     run._begin()
     try:
         yield run
@@ -251,6 +261,7 @@ class Launch:
     bound: str      # compute, memory, latency, host-link, fabric, none
     collective: str | None  # its kind, for a collective
     ranks: int
+    dtype: torch.dtype | None  # what its FLOPs were priced for
     flops: float
     bytes: float
     peak_fraction: float
@@ -270,6 +281,7 @@ class Simulation:
 
     def __init__(self, profile_name: str):
         self.profile = profile_name
+        self.profile_data: dict = {}  # the profile as load_profile checked it
         self.launches: list[Launch] = []
         self.begin = 0.0
         self.finish = 0.0
@@ -278,6 +290,9 @@ class Simulation:
         self.phantom = False  # whether the device's values were computed (see torch_simhpu/phantom.py)
         self.step_ends: list[float] = []  # simulated seconds: when the device finished each optimizer step's work
         self.tokens_per_step: int | None = None
+        self.flops_per_token: float | None = None
+        self.memory: MemoryBreakdown | str | None = None  # what the device's memory held at its peak
+        self._ledger: MemoryLedger | None = None
         self._step_hook = None
         self.host_reads: list[phantom.HostRead] = []  # placeholder reads, under phantom execution
 
@@ -285,14 +300,17 @@ class Simulation:
         self._mark = _C._simclock_start_log()
         self.begin = _C._simclock_host_now()
         device = torch.simhpu.current_device()
+        self._ledger = MemoryLedger(device)
+        self._ledger.begin()
 
         # Each optimizer step's end: every launch of the step is made by then, and the
         # device is done with them when its streams' clocks say. (An optimizer that
         # steps others, as torchtitan's container does, ends at the same time: one step.)
-        def step_ended(*_):
+        def step_ended(optimizer, *_):
             end = _C._simclock_device_now(device)
             if not self.step_ends or end != self.step_ends[-1]:
                 self.step_ends.append(end)
+            self._ledger.mark_optimizer(optimizer)
 
         self._step_hook = register_optimizer_step_post_hook(step_ended)
 
@@ -305,6 +323,7 @@ class Simulation:
             self.finish = _C._simclock_host_now()  # (before the report's own work, which is not the program's)
             self.phantom = phantom.enabled()
             self.host_reads = phantom.host_reads() if self.phantom else []
+            self.memory = self._ledger.end()
             rows = _C._simclock_stop_log(self._mark)
             self.launches = [Launch(self._mark + i, *row) for i, row in enumerate(rows)]
             for x in self.launches:  # priced while the block's profile is still on
@@ -407,6 +426,94 @@ class Simulation:
             row["projected"] = {n: self._projected[(row["collective"], row["bytes"], n)] for n in PROJECTED_SCALES}
         return list(rows.values())
 
+    def steady_window(self) -> tuple[float, float, int]:
+        """(start, end, steps) of the device time the steady figures are taken over: the steps
+        after the first, or the only step, or the whole block without steps."""
+        if len(self.step_ends) >= 2:
+            return self.step_ends[0], self.step_ends[-1], len(self.step_ends) - 1
+        if self.step_ends:
+            return self.begin, self.step_ends[0], 1
+        return self.begin, max([self.finish, *(x.end for x in self.kernels())]), 1
+
+    def communication(self) -> dict:
+        """Per step of the steady window: seconds some collective ran, and the exposed part of
+        them, when no compute kernel ran beside it (what overlapping would still have to hide)."""
+        start, end, steps = self.steady_window()
+        comm = _union(x for x in self.kernels() if x.work == "collective")
+        compute = _union(x for x in self.kernels() if x.work in ("vector", "matrix"))
+        total = _measure(_clip(comm, start, end))
+        exposed = _measure(_subtract(_clip(comm, start, end), _clip(compute, start, end)))
+        return {"time": total / steps, "exposed": exposed / steps, "window": (end - start) / steps}
+
+    def peak_flops(self) -> tuple[float, torch.dtype | None]:
+        """The profile's matrix peak (FLOP/s) for the dtype that did most of the matrix FLOPs."""
+        table = self.profile_data["matrix_flops"]
+        by_dtype = collections.Counter()
+        for x in self.kernels():
+            if x.work == "matrix" and x.dtype is not None:
+                by_dtype[x.dtype] += x.flops
+        dtype = by_dtype.most_common(1)[0][0] if by_dtype else None
+        return table.get(dtype, table[torch.float32]), dtype
+
+    def utilisation(self) -> dict:
+        """FLOP rates over the steady window against the profile's peak: `hardware` counts every
+        kernel's FLOPs (recomputation included); `model` (MFU) counts flops_per_token x
+        tokens_per_step a step, when the tokens were given."""
+        start, end, steps = self.steady_window()
+        peak, dtype = self.peak_flops()
+        done = sum(x.flops for x in self.kernels() if start < x.end <= end and x.work in ("vector", "matrix"))
+        out = {"peak": peak, "dtype": dtype, "hardware": done / (end - start) / peak if end > start else 0.0,
+               "model": None, "flops_per_token": None}
+        step = self.step_time()
+        per_token = self.flops_per_token
+        if per_token is None and isinstance(self.memory, MemoryBreakdown) and self.memory.parameters_counted:
+            per_token = 6.0 * self.memory.parameters_counted
+        if self.tokens_per_step and step and per_token:
+            out["model"] = per_token * self.tokens_per_step / step / peak
+            out["flops_per_token"] = per_token
+        return out
+
+    def critical_path_breakdown(self) -> dict[str, float]:
+        """Simulated seconds of the critical path by what took them: compute, communication,
+        copies, and the gaps where its next launch waited for the host."""
+        path = self.critical_path()
+        out = dict.fromkeys(("compute", "communication", "copies", "host"), 0.0)
+        previous_end = self.begin
+        for x in path:
+            kind = {"vector": "compute", "matrix": "compute", "collective": "communication"}.get(x.work, "copies")
+            out[kind] += x.duration
+            if x.cause == "host":
+                out["host"] += max(0.0, x.start - previous_end)
+            previous_end = x.end
+        return out
+
+    def _planner_lines(self) -> list[str]:
+        lines = []
+        use = self.utilisation()
+        if self.step_ends:
+            text = (f"FLOP utilisation over the steady step(s): {use['hardware'] * 100:.1f}% of the "
+                    f"{use['peak'] / 1e12:,.0f} TFLOP/s {_dtype_name(use['dtype'])} matrix peak (every kernel's FLOPs)")
+            if use["model"] is not None:
+                counted = ("flops_per_token" if self.flops_per_token else
+                           f"6 x {_count(self.memory.parameters_counted)} parameters, attention's own left out")
+                text += f"; MFU {use['model'] * 100:.1f}% ({_si(use['flops_per_token'])}FLOP a token: {counted})"
+            lines.append(text)
+        comm = self.communication()
+        if comm["time"] > 0:
+            lines.append(f"communication a step: {_t(comm['time'])}, exposed (no compute beside it) "
+                         f"{_t(comm['exposed'])} = {_pct(comm['exposed'], comm['window'])} of the step")
+        if isinstance(self.memory, MemoryBreakdown):
+            m = self.memory
+            verdict = "fits" if m.peak <= m.capacity else "does not fit"
+            lines.append(f"memory at its peak: {_bytes(m.peak)} of {_bytes(m.capacity)} ({_pct(m.peak, m.capacity)}, "
+                         f"{verdict}; the allocator reserved up to "
+                         f"{_bytes(torch.simhpu.max_memory_reserved(m.device))})")
+            for name, size in m.by_category.items():
+                lines.append(f"  {name:<28} {_bytes(size):>12} {_pct(size, m.peak):>6}")
+        elif self.memory:
+            lines.append(f"memory by category: not available: {self.memory}")
+        return lines
+
     def _step_lines(self) -> list[str]:
         step = self.step_time()
         if step is None:
@@ -418,6 +525,12 @@ class Simulation:
             line += f"; {self.tokens_per_step / step:,.0f} tokens/s per device"
         return [line]
 
+    def write_html(self, path: str | os.PathLike, top: int = 20) -> Path:
+        """The report as an HTML page at `path`, with the timeline and a roofline plot (simulation_html.py)."""
+        from torch_simhpu import simulation_html
+
+        return simulation_html.write(self, path, top)
+
     def report(self, top: int = 20) -> str:
         busy = self.busy()
         rank = os.environ.get("RANK")
@@ -427,6 +540,7 @@ class Simulation:
                  f"device busy {_pct(busy, self.span)}, idle waiting for the host's launches "
                  f"{_pct(self.waiting_for_host(), self.span)}: {self.verdict()}",
                  *self._step_lines(),
+                 *self._planner_lines(),
                  "",
                  f"{'operator':<44} {'launches':>8} {'time':>10} {'share':>6} {'bound':>9} {'of peak':>8}"]
         ops = self.operators()
@@ -444,6 +558,8 @@ class Simulation:
             lines += ["", f"critical path: {len(path)} launches over {len(streams)} stream(s), "
                           f"{_t(sum(x.duration for x in path))} of kernels, starting when the host launched "
                           f"{path[0].op} at {_t(path[0].launched - self.begin)}; most of it:"]
+            split = self.critical_path_breakdown()
+            lines.append("  by kind: " + ", ".join(f"{kind} {_t(seconds)}" for kind, seconds in split.items()))
             for op, seconds in on_path.most_common(5):
                 lines.append(f"  {op:<44} {_t(seconds):>10}")
         coll = self.collectives()
@@ -469,6 +585,65 @@ def _t(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3f} ms"
     return f"{seconds * 1e6:.2f} us"
+
+
+def _si(n: float) -> str:
+    """3.2e11 -> '320.0 G' (for FLOPs and counts)."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.2f} {prefix}"
+    return f"{n:,.0f} "
+
+
+def _count(n: int) -> str:
+    for word, scale in (("billion", 1e9), ("million", 1e6)):
+        if n >= scale:
+            return f"{n / scale:,.2f} {word}"
+    return f"{n:,}"
+
+
+def _bytes(n: float) -> str:
+    return _format_bytes(n)
+
+
+def _dtype_name(dtype: torch.dtype | None) -> str:
+    return str(dtype).removeprefix("torch.") if dtype is not None else "float32"
+
+
+def _union(launches) -> list[tuple[float, float]]:
+    """The launches' [start, end) spans merged: sorted, disjoint."""
+    merged: list[list[float]] = []
+    for start, end in sorted((x.start, x.end) for x in launches if x.end > x.start):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _clip(spans: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+    return [(max(a, start), min(b, end)) for a, b in spans if b > start and a < end]
+
+
+def _subtract(spans: list[tuple[float, float]], holes: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """What of the disjoint sorted `spans` no span of the disjoint sorted `holes` covers."""
+    out, i = [], 0
+    for a, b in spans:
+        while i < len(holes) and holes[i][1] <= a:
+            i += 1
+        j, cursor = i, a
+        while j < len(holes) and holes[j][0] < b:
+            if holes[j][0] > cursor:
+                out.append((cursor, holes[j][0]))
+            cursor = max(cursor, holes[j][1])
+            j += 1
+        if cursor < b:
+            out.append((cursor, b))
+    return out
+
+
+def _measure(spans: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in spans)
 
 
 def _pct(part: float, whole: float) -> str:
@@ -536,6 +711,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rank", type=int, default=0, help="the rank this process plays, with --world")
     parser.add_argument("--tokens-per-step", type=int, help="tokens one optimizer step trains on, per device: "
                                                                "the report gives tokens/s")
+    parser.add_argument("--flops-per-token", type=float,
+                        help="model FLOPs a token, for MFU (default: 6 x the optimizer's parameters)")
+    parser.add_argument("--html", help="also write the report as an HTML page here (timeline, roofline, memory)")
     parser.add_argument("--values", choices=sorted(phantom.VALUES), default="placeholder",
                         help="what host reads of device values get under --no-execute")
     parser.add_argument("script", nargs="?", help="the script (or -m MODULE, as python takes it: -m torchtitan.train)")
@@ -560,7 +738,8 @@ def main(argv: list[str] | None = None) -> int:
         options.execute = False
     sys.argv = [options.script or options.module, *options.args]
     with simulate(options.profile, host_time=options.host_time, execute=options.execute is not False,
-                  values=options.values, tokens_per_step=options.tokens_per_step) as run:
+                  values=options.values, tokens_per_step=options.tokens_per_step,
+                  flops_per_token=options.flops_per_token) as run:
         try:
             if options.module is not None:
                 runpy.run_module(options.module, run_name="__main__", alter_sys=True)
@@ -570,6 +749,8 @@ def main(argv: list[str] | None = None) -> int:
             if exit_.code not in (None, 0):
                 raise
     print(run.report(options.top))
+    if options.html:
+        print(f"report written to {run.write_html(options.html, options.top)}")
     return 0
 
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace simhpu {
 
@@ -334,7 +335,13 @@ LaunchWork collective_work(const CollectiveCall& call) {
   cost.rank_stride = call.rank_stride;
   // (in-place collectives name their buffer as outputs only)
   cost.bytes = std::max(total_bytes(call.inputs), total_bytes(call.outputs));
-  switch (call.type) {
+  OpType type = call.type;
+  if (type == OpType::COALESCED) {  // (c10d's type for the coalesced tensor forms: priced as what they do)
+    const std::string_view name(call.name);
+    if (name == "all_gather_into_tensor_coalesced") type = OpType::ALLGATHER_COALESCED;
+    if (name == "reduce_scatter_tensor_coalesced") type = OpType::REDUCE_SCATTER_TENSOR_COALESCED;
+  }
+  switch (type) {
     case OpType::ALLREDUCE: case OpType::ALLREDUCE_COALESCED: case OpType::_ALLREDUCE_SPARSE:
       cost.collective = Kind::AllReduce; break;
     case OpType::ALLGATHER: case OpType::_ALLGATHER_BASE: case OpType::ALLGATHER_COALESCED: case OpType::GATHER:
@@ -362,7 +369,7 @@ c10::intrusive_ptr<c10d::Work> launch_collective(const std::shared_ptr<Transport
                                                  const std::string& rank_description, CollectiveCall call) {
   const c10::Device device = device_of_call(call);
   const c10::Stream caller = current_stream(device.index());
-  const c10::Stream comm = communication_stream(device.index());
+  const c10::Stream comm = communication_stream(device.index(), order->channel());
 
   // The collective reads what the caller's stream has queued so far.
   void* inputs_ready = nullptr;

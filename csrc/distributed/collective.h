@@ -39,6 +39,9 @@ namespace simhpu {
 // or skipped after an earlier failure) gives its turn up.
 class TransportOrder {
  public:
+  // `channel`: the group's communication stream (runtime/streams.h).
+  explicit TransportOrder(int channel) : channel_(channel) {}
+  int channel() const { return channel_; }
   uint64_t take_ticket();
   void wait_for_turn(uint64_t ticket);
   void done(uint64_t ticket);
@@ -49,6 +52,7 @@ class TransportOrder {
   uint64_t next_ticket_ = 0;
   uint64_t next_turn_ = 0;
   std::set<uint64_t> done_early_;
+  const int channel_;
 };
 
 // One collective, as the process group describes it.

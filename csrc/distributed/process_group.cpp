@@ -3,6 +3,7 @@
 #include "runtime/device.h"
 #include "runtime/kernel_arg.h"
 
+#include <atomic>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -222,10 +223,19 @@ c10::intrusive_ptr<c10d::Work> in_group_order(TransportOrder& order, Start start
 
 } // namespace
 
+namespace {
+// Groups take the device's communication streams in the order they are made.
+int next_group_channel() {
+  static std::atomic<int> groups{0};
+  return groups.fetch_add(1, std::memory_order_relaxed);
+}
+} // namespace
+
 ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
                                        const std::vector<int64_t>& world_ranks, bool simulated_peers)
     : c10d::Backend(rank, size),
       transport_(std::move(transport)),
+      order_(std::make_shared<TransportOrder>(next_group_channel())),
       rank_description_("rank " + std::to_string(rank) + " of " + std::to_string(size)),
       simulated_peers_(simulated_peers) {
   TORCH_CHECK(transport_, "simccl: no transport process group");

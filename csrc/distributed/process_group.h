@@ -80,7 +80,7 @@ class ProcessGroupSimHPU final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> launch(CollectiveCall call);
 
   c10::intrusive_ptr<c10d::Backend> transport_;
-  std::shared_ptr<TransportOrder> order_ = std::make_shared<TransportOrder>();
+  std::shared_ptr<TransportOrder> order_;  // (and the group's communication stream)
   std::string rank_description_;  // "rank 0 of 2"
   int first_rank_ = 0, rank_stride_ = 1;  // where the group sits in the world (see CollectiveCall)
   bool simulated_peers_ = false;

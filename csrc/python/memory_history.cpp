@@ -14,6 +14,10 @@ namespace simhpu {
 namespace {
 
 void walk_frames(std::vector<StackFrame>& frames) {
+  // A free may come while an exception is on its way out (a tensor dropped as
+  // it unwinds): the walk keeps it, and clears only what the walk itself set.
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   while (frame != nullptr) {
@@ -27,6 +31,7 @@ void walk_frames(std::vector<StackFrame>& frames) {
     frame = back;
   }
   PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
 }
 
 // The calling thread's Python stack, innermost first (the launch sites' policy):
@@ -68,6 +73,25 @@ void bind_memory_history(py::module_& m) {
       out.append(py::dict(py::arg("action") = e.action, py::arg("addr") = e.address, py::arg("size") = e.size,
                           py::arg("time_us") = e.time_us, py::arg("frames") = frames_of(e.frames)));
     }
+    return out;
+  });
+  m.def("_memory_history_enabled", &recording_memory_history);
+  m.def("_memory_events_recorded", [](int64_t device) {
+    return memory_events_recorded(static_cast<c10::DeviceIndex>(device));
+  });
+  // The kept events without their stacks, as (action, address, size), and the
+  // stacks of those asked for by position: a long history is read in two passes.
+  m.def("_memory_event_list", [](int64_t device) {
+    py::list out;
+    for (const MemoryEvent& e : memory_events(static_cast<c10::DeviceIndex>(device))) {
+      out.append(py::make_tuple(e.action, e.address, e.size));
+    }
+    return out;
+  });
+  m.def("_memory_event_frames", [](int64_t device, const std::vector<size_t>& positions) {
+    const std::vector<MemoryEvent> events = memory_events(static_cast<c10::DeviceIndex>(device));
+    py::list out;
+    for (size_t i : positions) out.append(i < events.size() ? frames_of(events[i].frames) : py::list());
     return out;
   });
   m.def("_memory_segments", [](int64_t device) {

@@ -98,7 +98,10 @@ py::tuple entry_tuple(const simclock::Entry& e) {
                         simclock::bound_name(e.bound),
                         e.work == Work::Collective ? py::object(py::str(collective_name(e.collective)))
                                                              : py::object(py::none()),
-                        e.ranks, e.flops,
+                        e.ranks,
+                        e.dtype == c10::ScalarType::Undefined ? py::object(py::none())
+                                                              : py::cast(e.dtype),
+                        e.flops,
                         e.bytes, e.peak_fraction, e.launched, e.start, e.end,
                         e.cause == simclock::Entry::Cause::Host     ? "host"
                         : e.cause == simclock::Entry::Cause::Event ? "event"

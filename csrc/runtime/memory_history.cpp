@@ -16,6 +16,7 @@ struct History {
   size_t max_entries = 0;
   std::function<Stack()> gather;
   std::unordered_map<c10::DeviceIndex, std::deque<MemoryEvent>> events;
+  std::unordered_map<c10::DeviceIndex, uint64_t> recorded;  // since recording began, dropped ones too
   std::unordered_map<const void*, Stack> live_stacks;
   std::function<void(c10::DeviceIndex, size_t)> oom_observer;
 };
@@ -39,6 +40,7 @@ void set_memory_history(bool enabled, size_t max_entries, std::function<Stack()>
   h.gather = enabled ? std::move(gather) : nullptr;
   if (!enabled) {
     h.events.clear();
+    h.recorded.clear();
     h.live_stacks.clear();
   }
   memory_history_enabled = enabled;
@@ -62,6 +64,7 @@ void record_memory_event(c10::DeviceIndex device, const char* action, const void
   if (!memory_history_enabled.load(std::memory_order_relaxed)) return;
   auto& events = h.events[device];
   events.push_back({action, reinterpret_cast<uintptr_t>(address), size, now_us(), frames});
+  ++h.recorded[device];
   while (events.size() > h.max_entries) events.pop_front();
   const std::string_view what(action);
   if (what == "alloc") {
@@ -76,6 +79,13 @@ std::vector<MemoryEvent> memory_events(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(h.mu);
   auto it = h.events.find(device);
   return it == h.events.end() ? std::vector<MemoryEvent>() : std::vector<MemoryEvent>(it->second.begin(), it->second.end());
+}
+
+uint64_t memory_events_recorded(c10::DeviceIndex device) {
+  History& h = history();
+  std::lock_guard<std::mutex> lock(h.mu);
+  auto it = h.recorded.find(device);
+  return it == h.recorded.end() ? 0 : it->second;
 }
 
 Stack allocation_stack(const void* block) {

@@ -44,6 +44,9 @@ Stack gather_memory_stack();
 void record_memory_event(c10::DeviceIndex device, const char* action, const void* address, size_t size,
                          const Stack& frames);
 std::vector<MemoryEvent> memory_events(c10::DeviceIndex device);
+// How many events a device has recorded since recording began (those dropped
+// for max_entries too): the kept ones are the last memory_events().size().
+uint64_t memory_events_recorded(c10::DeviceIndex device);
 // The stack that allocated a block still held by a tensor (recorded while on), or null.
 Stack allocation_stack(const void* block);
 

@@ -21,9 +21,9 @@
 namespace simhpu {
 namespace {
 
-// The default stream, the pool, and the communication stream.
-constexpr int kStreamsPerDevice = 1 + kPooledStreams + 1;
-constexpr c10::StreamId kCommunicationStreamId = 1 + kPooledStreams;
+// The default stream, the pool, and the communication streams.
+constexpr int kStreamsPerDevice = 1 + kPooledStreams + kCommunicationStreams;
+constexpr c10::StreamId kFirstCommunicationStreamId = 1 + kPooledStreams;
 
 // Queues live for the whole process: workers may still be draining while
 // static destructors run, so they are deliberately never destroyed.
@@ -96,9 +96,10 @@ c10::Stream pooled_stream(c10::DeviceIndex device) {
   return c10::Stream(c10::Stream::UNSAFE, device_of(device), 1 + static_cast<c10::StreamId>(n % kPooledStreams));
 }
 
-c10::Stream communication_stream(c10::DeviceIndex device) {
+c10::Stream communication_stream(c10::DeviceIndex device, int channel) {
   check_device_index(device, "communication stream");
-  return c10::Stream(c10::Stream::UNSAFE, device_of(device), kCommunicationStreamId);
+  const int slot = ((channel % kCommunicationStreams) + kCommunicationStreams) % kCommunicationStreams;
+  return c10::Stream(c10::Stream::UNSAFE, device_of(device), kFirstCommunicationStreamId + slot);
 }
 
 namespace {

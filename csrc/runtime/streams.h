@@ -13,6 +13,10 @@ class LaunchQueue;  // one stream's ring and worker (launch_queue.h)
 
 // The default stream and this many pooled streams per device.
 constexpr int kPooledStreams = 4;
+// Communication streams a device has: each process group takes one (by the
+// order groups are made, wrapping), as each NCCL communicator has its own
+// stream, so one group's collectives do not queue behind another's.
+constexpr int kCommunicationStreams = 8;
 
 // True when SIMHPU_LAUNCH_BLOCKING=1: kernels run inside the launching call.
 bool launch_blocking();
@@ -23,9 +27,10 @@ void set_current_stream(const c10::Stream& stream);
 c10::Stream default_stream(c10::DeviceIndex device);
 // A stream from the device's pool, handed out round-robin (as CUDA does).
 c10::Stream pooled_stream(c10::DeviceIndex device);
-// The stream collectives run on (csrc/distributed): never handed out by the
-// pool, so a collective waiting for its peers holds back no one's kernels.
-c10::Stream communication_stream(c10::DeviceIndex device);
+// The streams collectives run on (csrc/distributed), `channel` modulo
+// kCommunicationStreams: never handed out by the pool, so a collective waiting
+// for its peers holds back no one's kernels.
+c10::Stream communication_stream(c10::DeviceIndex device, int channel = 0);
 
 // A claimed slot on a stream's queue: fill record(), then commit() to hand it
 // to the stream's worker (in SIMHPU_LAUNCH_BLOCKING=1 mode commit() runs it at

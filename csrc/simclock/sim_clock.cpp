@@ -159,7 +159,7 @@ void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream
   if (s.readers > 0) {
     s.log.push_back(Entry{record.op_name, record.kernel != nullptr ? record.kernel->name : "",
                           record.site, stream.device_index(), stream.id(), c.work,
-                          timing.bound, c.collective, c.ranks, c.flops, c.bytes, timing.peak_fraction, host, start,
+                          timing.bound, c.collective, c.ranks, c.dtype, c.flops, c.bytes, timing.peak_fraction, host, start,
                           start + timing.seconds, cause, host_bound ? -1 : clock.last});
   }
   clock = StreamClock{start + timing.seconds, id, false};

@@ -77,6 +77,7 @@ struct Entry {
   Bound bound;
   CollectiveKind collective;
   int ranks;
+  c10::ScalarType dtype;  // what its FLOPs were priced for (Undefined: no FLOPs)
   double flops, bytes, peak_fraction;
   double launched, start, end;  // simulated seconds
   // What the start waited for: the stream's previous work, an event (another

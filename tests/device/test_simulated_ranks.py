@@ -86,3 +86,37 @@ def test_simulated_ranks_refuse_execution_and_a_rank_outside_the_world(tmp_path)
 def test_phantom_from_the_environment_refuses_an_unknown_value(tmp_path):
     out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_DEVICE_PROFILE="h100-sxm", SIMHPU_EXECUTE="maybe")
     assert out.returncode != 0 and "SIMHPU_EXECUTE must be 1 or 0, got 'maybe'" in out.stderr
+
+
+GROUPS_SCRIPT = r'''
+import json, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+
+dist.init_process_group()
+mesh = init_device_mesh("simhpu", (32, 8), mesh_dim_names=("dp", "tp"))
+big = torch.empty(64 * 2**20, device="simhpu", dtype=torch.bfloat16)
+small = torch.empty(1024, device="simhpu")
+with torch.simhpu.simulate() as sim:
+    gathered = torch.empty(32 * big.numel(), device="simhpu", dtype=torch.bfloat16)
+    # across 32 nodes: slow; async, as FSDP's prefetching all-gathers are
+    work = dist.all_gather_into_tensor(gathered, big, group=mesh["dp"].get_group(), async_op=True)
+    dist.all_reduce(small, group=mesh["tp"].get_group())  # within a node
+    work.wait()
+print(json.dumps([(x.op, x.stream, x.ranks, x.start, x.end) for x in sim.launches if x.work == "collective"]))
+'''
+
+
+def test_each_group_has_its_own_communication_stream(tmp_path):
+    """As each NCCL communicator has its own stream: a tensor-parallel all-reduce launched after
+    a long FSDP-sized all-gather of another group runs beside it, not behind it."""
+    import json
+
+    (tmp_path / "groups.py").write_text(GROUPS_SCRIPT)
+    out = run_python("import sys; from torch_simhpu.simulation import main; "
+                     "sys.exit(main(['--profile', 'h100-sxm', '--world', '256', 'groups.py']))", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (gather, g_stream, g_ranks, g_start, g_end), (reduce, r_stream, r_ranks, r_start, r_end) = json.loads(
+        [line for line in out.stdout.splitlines() if line.startswith("[[")][0])
+    assert (gather, g_ranks, reduce, r_ranks) == ("all_gather_into_tensor", 32, "all_reduce", 8)
+    assert g_stream != r_stream
+    assert r_start < g_end and r_end < g_end, (g_start, g_end, r_start, r_end)

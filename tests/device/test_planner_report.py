@@ -1,0 +1,227 @@
+"""The report a job planner reads (issue 39, part 4): MFU against the profile's
+peak, memory at its peak by category against the capacity, exposed
+communication, the critical path by kind, and the HTML page (timeline, roofline,
+memory) opened in a real headless browser."""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from torch_simhpu import memory_ledger
+from torch_simhpu.simulation import Launch, Simulation, load_profile
+from tests.device.test_phantom import phantom
+from tests.helpers import run_python
+
+D = "simhpu"
+
+
+def train(sim_kwargs=None, steps=3, optimizer=torch.optim.AdamW):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).to(D)
+    opt = optimizer(model.parameters(), lr=1e-3)
+    x = torch.randn(32, 256, device=D)
+    torch.simhpu.synchronize()
+    torch.simhpu.reset_peak_memory_stats()
+    with phantom(**(sim_kwargs or {})) as sim:
+        for _ in range(steps):
+            model(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    return sim, model
+
+
+def block_bytes(t: torch.Tensor) -> int:
+    return t.untyped_storage().nbytes()
+
+
+def test_memory_at_its_peak_is_split_by_what_each_block_holds():
+    sim, model = train()
+    m = sim.memory
+    assert isinstance(m, memory_ledger.MemoryBreakdown), m
+    # The replayed peak is the allocator's own, to the byte, and the categories add up to it.
+    assert m.peak == torch.simhpu.max_memory_allocated() > 0
+    assert sum(m.by_category.values()) == m.peak
+    params = list(model.parameters())
+    # (the allocator rounds blocks up: each category is at least its tensors' bytes, within a block each)
+    param_bytes = sum(p.numel() * p.element_size() for p in params)
+    assert param_bytes <= m.by_category["parameters"] < param_bytes + 4096 * len(params)
+    assert m.blocks["parameters"] == len(params)
+    # AdamW: exp_avg and exp_avg_sq per parameter on the device (its step counts live on the CPU)
+    assert m.blocks["optimizer state"] == 2 * len(params)
+    assert m.by_category["optimizer state"] == 2 * m.by_category["parameters"]
+    assert m.blocks["gradients"] == len(params)
+    assert m.by_category["communication buffers"] == 0  # no collective here
+    assert m.by_category["activations and temporaries"] > 0
+    assert m.parameters_counted == sum(p.numel() for p in params)
+    assert m.capacity == torch.simhpu.mem_get_info()[1]
+    report = sim.report()
+    assert "memory at its peak:" in report and "fits" in report
+    for name in memory_ledger.CATEGORIES:
+        assert name in report
+
+
+def test_without_an_optimizer_everything_live_is_activations_and_temporaries():
+    a = torch.ones(1024, 1024, device=D)
+    torch.simhpu.synchronize()
+    before = torch.simhpu.memory_allocated()  # `a` and whatever earlier tests left
+    with phantom() as sim:
+        b = a * 2
+        c = b + 1
+        del b
+    m = sim.memory
+    # `a` was made before the block: known by its address, held by no optimizer
+    assert m.by_category["activations and temporaries"] == m.peak
+    assert before + 2 * 4 * 1024 * 1024 <= m.peak <= before + 2 * 4 * 1024 * 1024 + 4096
+    assert m.by_category["parameters"] == 0
+    del c
+
+
+def test_mfu_is_the_model_flops_of_the_tokens_over_the_step_against_the_peak():
+    sim, model = train({"tokens_per_step": 32})
+    use = sim.utilisation()
+    peak = sim.profile_data["matrix_flops"][torch.float32]  # the dtype of the matmuls
+    assert use["peak"] == peak and use["dtype"] == torch.float32
+    parameters = sum(p.numel() for p in model.parameters())
+    assert use["flops_per_token"] == 6 * parameters
+    assert use["model"] == pytest.approx(6 * parameters * 32 / sim.step_time() / peak)
+    # The hardware counts what the kernels did over the steady steps: the forward and the
+    # weights' gradients at least (2 + 2 FLOPs a parameter a token; the first layer's input
+    # takes no gradient), a FLOP an element for the rest.
+    model_rate = 6 * parameters * 32 / sim.step_time() / peak
+    assert 4 / 6 * model_rate < use["hardware"] < 1.2 * model_rate
+    assert f"MFU {use['model'] * 100:.1f}%" in sim.report()
+
+
+def test_flops_per_token_given_replaces_six_times_the_parameters():
+    sim, _ = train({"tokens_per_step": 32, "flops_per_token": 1e9})
+    assert sim.utilisation()["model"] == pytest.approx(1e9 * 32 / sim.step_time() / sim.peak_flops()[0])
+    with pytest.raises(ValueError, match="flops_per_token must be a number > 0"):
+        with phantom(flops_per_token=-1):
+            pass
+
+
+def synthetic(rows) -> Simulation:
+    """A Simulation over launches given as (op, work, stream, start, end, cause, after)."""
+    sim = Simulation("h100-sxm")
+    sim.profile_data = load_profile("h100-sxm")
+    sim.finish = max(r[4] for r in rows)
+    sim.launches = [Launch(i, op, op, None, 0, 0, stream, work, "compute",
+                           "all_reduce" if work == "collective" else None, 8, torch.bfloat16, 1e9, 1e6, 0.5,
+                           start, start, end, cause, after)
+                    for i, (op, work, stream, start, end, cause, after) in enumerate(rows)]
+    return sim
+
+
+def test_exposed_communication_is_what_no_compute_kernel_overlaps():
+    sim = synthetic([("mm", "matrix", 0, 0.0, 1.0, "host", -1),
+                     ("all_reduce", "collective", 5, 0.5, 2.0, "event", 0),  # half hidden, 1 s exposed
+                     ("mm", "matrix", 0, 2.0, 3.0, "event", 1),
+                     ("all_gather", "collective", 6, 2.2, 2.8, "host", -1),  # hidden
+                     ("all_gather", "collective", 6, 3.5, 4.0, "host", -1)])  # exposed
+    comm = sim.communication()
+    assert comm["time"] == pytest.approx(1.5 + 0.6 + 0.5)
+    assert comm["exposed"] == pytest.approx(1.0 + 0.5)
+    assert "exposed (no compute beside it) 1.500 s" in "\n".join(sim._planner_lines())
+
+
+def test_the_critical_path_is_split_by_kind():
+    sim = synthetic([("mm", "matrix", 0, 0.5, 1.0, "host", -1),
+                     ("all_reduce", "collective", 5, 1.0, 2.0, "event", 0),
+                     ("mm", "matrix", 0, 2.5, 3.0, "host", -1)])
+    assert [x.id for x in sim.critical_path()] == [2]  # (started by the host: the chain ends there)
+    assert sim.critical_path_breakdown() == {"compute": 0.5, "communication": 0.0, "copies": 0.0,
+                                             "host": pytest.approx(2.5)}
+    sim = synthetic([("mm", "matrix", 0, 0.5, 1.0, "host", -1),
+                     ("all_reduce", "collective", 5, 1.0, 2.0, "event", 0),
+                     ("mm", "matrix", 0, 2.0, 3.0, "event", 1)])
+    assert sim.critical_path_breakdown() == {"compute": 1.5, "communication": 1.0, "copies": 0.0, "host": 0.5}
+
+
+def test_fsdp_memory_names_its_communication_buffers_and_steps_report_exposed_communication(tmp_path):
+    """FSDP2 and tensor parallelism on 256 simulated ranks: the gathered parameters are
+    communication buffers, the sharded ones parameters, and the report prices the overlap.
+    (Blocks keep their gathered parameters after their forward: the peak, at the loss, holds them.)"""
+    from tests.device.test_simulated_ranks import SCRIPT
+
+    script = SCRIPT.replace('fully_shard(block, mesh=mesh["dp"])',
+                            'fully_shard(block, mesh=mesh["dp"], reshard_after_forward=False)')
+    script = script.replace("loss.backward()\nopt.step()", "loss.backward()\nopt.step()\nopt.zero_grad()\n"
+                                                          "loss = model(x).float().square().mean()\n"
+                                                          "loss.backward()\nopt.step()")
+    (tmp_path / "train.py").write_text(script)
+    code = ("import sys; from torch_simhpu.simulation import main; "
+            "sys.exit(main(['--profile', 'h100-sxm', '--world', '256', '--rank', '3', '--tokens-per-step', '512', "
+            "'train.py', '3']))")
+    out = run_python(code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    unit = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+    size = {}
+    for name in memory_ledger.CATEGORIES:
+        value, scale = re.search(rf"^  {name} +([0-9.]+) (B|KiB|MiB|GiB)", out.stdout, re.M).groups()
+        size[name] = float(value) * unit[scale]
+    # 4 blocks of 2 x 1024 x 4096 float32 weights = 128 MiB, 1/256 of them on this rank
+    assert size["parameters"] == pytest.approx(128 * 2**20 / 256, rel=0.01)
+    # each block's gathered weights: its tensor-parallel eighth of 2 x 1024 x 4096 float32, 4 MiB
+    assert size["communication buffers"] >= 4 * 4 * 2**20
+    assert re.search(r"communication a step: .*, exposed \(no compute beside it\) ", out.stdout), out.stdout
+    assert "MFU" in out.stdout
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("no headless Chromium: scripts/setup_env.sh test installs Debian's chromium")
+        pytest.skip("no Chromium on this machine (scripts/setup_env.sh test installs it)")
+    return found
+
+
+def rendered_dom(page, tmp_path) -> str:
+    """The page's DOM after its scripts ran, as headless Chromium has it."""
+    done = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                           "--disable-sync",
+                           f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_the_html_report_draws_the_timeline_roofline_and_memory_in_a_browser(tmp_path):
+    sim, _ = train({"tokens_per_step": 32})
+    page = sim.write_html(tmp_path / "report.html")
+    data = json.loads(re.search(r'id="report-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    dom = rendered_dom(page, tmp_path)
+    assert 'data-rendered="yes"' in dom and "data-error" not in dom
+    assert dom.count('class="launch"') == len(data["launches"]) > 10
+    assert len(data["launches"]) == len([x for x in sim.kernels() if x.start < sim.step_ends[-1]
+                                         and x.end > sim.step_ends[-2]])
+    assert dom.count('class="op"') == len(data["roofline"]["points"]) > 3
+    assert dom.count('class="category"') == len(memory_ledger.CATEGORIES)
+    assert "aten::mm.out" in dom and "MFU" in dom
+
+
+def test_the_html_report_shows_hostile_names_as_text(tmp_path):
+    name = '</script><img src=x onerror="document.title=1">&amp;'
+    sim = synthetic([(name, "matrix", 0, 0.0, 1.0, "host", -1)])
+    sim.memory = "none kept"
+    page = sim.write_html(tmp_path / "report.html")
+    assert "<img" not in page.read_text()
+    dom = rendered_dom(page, tmp_path)
+    assert 'data-rendered="yes"' in dom and "<img" not in dom
+    assert "&lt;/script&gt;&lt;img src=x" in dom  # the name, as text
+
+
+def test_the_command_writes_the_html_report(tmp_path):
+    (tmp_path / "train.py").write_text(
+        "import torch\nm = torch.nn.Linear(64, 64).to('simhpu')\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(2):\n    m(torch.ones(8, 64, device='simhpu')).sum().backward(); opt.step()\n")
+    out = run_python("import sys; from torch_simhpu.simulation import main; "
+                     "sys.exit(main(['--profile', 'h100-sxm', '--html', 'r.html', 'train.py']))", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "report written to r.html" in out.stdout
+    assert "simhpu simulation on h100-sxm" in (tmp_path / "r.html").read_text()
