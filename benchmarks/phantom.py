@@ -15,8 +15,10 @@ Rows (each in a fresh process, SIMHPU_DEVICE_PROFILE=h100-sxm SIMHPU_EXECUTE=0):
   one step (target, issue 39: 70B on 256 ranks in <= 2 min and <= 4 GB), and
   the simulated step time (the span of 3 steps less that of 1, over 2: the
   first step's start-up left out), TPS/GPU and memory against the published
-  row. The working folder (tokenizer with Llama 3's 128,256 entries, a
-  C4-shaped dataset) is made by tests/titan_runs/harness.py.
+  row; then the planner's figures of the same runs from the simulation report
+  (MFU, FLOP utilisation, exposed communication, the memory peak against the
+  capacity by category). The working folder (tokenizer with Llama 3's 128,256
+  entries, a C4-shaped dataset) is made by tests/titan_runs/harness.py.
 """
 from __future__ import annotations
 
@@ -95,10 +97,12 @@ def titan_config(folder, flavor, tp, batch, ac) -> str:
     return path
 
 
-def titan(folder, config, ranks, steps) -> dict:
-    """One phantom run of rank 0; its simulated span, the last step's memory, wall time and peak RSS."""
+def titan(folder, config, ranks, steps, tokens_per_step) -> dict:
+    """One phantom run of rank 0: its simulated span, the last step's memory (torchtitan's), wall
+    time and peak RSS, and the planner's figures from the simulation report."""
     command = [sys.executable, "-m", "torch_simhpu.simulation", "--profile", PROFILE, "--host-time", "modelled",
-               "--world", str(ranks), "--rank", "0", "-m", "torchtitan.train", "--job.config_file", config,
+               "--world", str(ranks), "--rank", "0", "--tokens-per-step", str(tokens_per_step),
+               "-m", "torchtitan.train", "--job.config_file", config,
                "--training.steps", str(steps), "--metrics.log_freq", "1"]
     start = time.perf_counter()
     out = subprocess.run(["/usr/bin/env", *command], capture_output=True, text=True, cwd=folder, timeout=1800)
@@ -108,7 +112,14 @@ def titan(folder, config, ranks, steps) -> dict:
     span = float(re.search(r"simulated on \S+: ([0-9.]+) s from", out.stdout).group(1))
     memory = [float(m) for m in re.findall(r"memory:\s+([0-9.]+)GiB", re.sub(r"\x1b\[[0-9;]*m", "", out.stdout))]
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
-    return {"span": span, "memory": memory[-1], "wall": wall, "rss_gb": rss}
+    report = {"mfu": r"MFU ([0-9.]+)%", "flop_use": r"FLOP utilisation over the steady step\(s\): ([0-9.]+)%",
+              "exposed": r"exposed \(no compute beside it\) [^=]+= ([0-9.]+)% of the step",
+              "peak": r"memory at its peak: ([0-9.]+ \S+) of",
+              "capacity": r"memory at its peak: [0-9.]+ \S+ of ([0-9.]+ \S+)"}
+    planner = {key: re.search(pattern, out.stdout).group(1) for key, pattern in report.items()}
+    for name in ("parameters", "gradients", "optimizer state", "communication buffers", "activations and temporaries"):
+        planner[name] = re.search(rf"^  {name} +([0-9.]+ \S+)", out.stdout, re.M).group(1)
+    return {"span": span, "memory": memory[-1], "wall": wall, "rss_gb": rss, "planner": planner}
 
 
 def titan_rows() -> None:
@@ -120,11 +131,14 @@ def titan_rows() -> None:
     print(f"\ntorchtitan (unchanged) under phantom execution on {PROFILE}, rank 0 of each layout, seq {SEQ_LEN}:")
     print(f"{'published row':<40} {'wall 1 step':>11} {'RSS':>7} {'step (sim)':>10} {'TPS/GPU':>8} "
           f"{'published':>9} {'step err':>8} {'GiB':>6} {'published':>9} {'mem err':>7}")
+    planners = []
     for name, flavor, ranks, tp, batch, ac, tps_published, gib_published, comparable in TITAN_ROWS:
         config = titan_config(folder, flavor, tp, batch, ac)
-        one, three = titan(folder, config, ranks, 1), titan(folder, config, ranks, 3)
+        tokens_per_gpu = batch * SEQ_LEN // tp
+        one = titan(folder, config, ranks, 1, tokens_per_gpu)
+        three = titan(folder, config, ranks, 3, tokens_per_gpu)
+        planners.append((name, three["planner"]))
         step = (three["span"] - one["span"]) / 2
-        tokens_per_gpu = batch * SEQ_LEN / tp
         tps = tokens_per_gpu / step
         step_published = tokens_per_gpu / tps_published
         note = "" if comparable else "  (published: compile + Float8)"
@@ -132,6 +146,14 @@ def titan_rows() -> None:
               f"{tps_published:>9,} {100 * (step / step_published - 1):>+7.1f}% {three['memory']:>6.1f} "
               f"{gib_published:>9.1f} {100 * (three['memory'] / gib_published - 1):>+6.1f}%{note}")
     print("targets: 70B at 256 ranks <= 120 s and <= 4 GB; within 15 % on step time and 5 % on memory")
+    print("\nthe planner's report of the same runs (3 steps; MFU: 6 x parameters a token, attention's own left out; "
+          "memory: the allocator's peak, by category):")
+    print(f"{'published row':<40} {'MFU':>6} {'FLOPs':>6} {'exposed':>8} {'peak':>10} {'capacity':>10} "
+          f"{'params':>10} {'grads':>10} {'optimizer':>10} {'comm':>10} {'activations':>11}")
+    for name, p in planners:
+        print(f"{name:<40} {p['mfu']:>5}% {p['flop_use']:>5}% {p['exposed']:>7}% {p['peak']:>10} {p['capacity']:>10} "
+              f"{p['parameters']:>10} {p['gradients']:>10} {p['optimizer state']:>10} "
+              f"{p['communication buffers']:>10} {p['activations and temporaries']:>11}")
 
 
 def main() -> None:

@@ -26,17 +26,17 @@ def page_data(run: Simulation, top: int = 20) -> dict:
     start, end, _ = run.steady_window()
     if len(run.step_ends) >= 2:  # the last step alone: the steady one, drawn at a readable scale
         start = run.step_ends[-2]
-    shown = [x for x in run.launches if x.end > start and x.start < end and x.work != "marker"]
+    shown = [x for x in run.kernels() if x.end > start and x.start < end]
     note = f"({len(shown):,} launches"
     if len(shown) > MOST_LAUNCHES:
         shown = sorted(shown, key=lambda x: -x.duration)[:MOST_LAUNCHES]
         note += f"; the {MOST_LAUNCHES:,} longest drawn"
-    note += ", the critical path outlined)" if run.critical_path() else ")"
+    critical = {x.id for x in run.critical_path()}
+    note += ", the critical path outlined)" if critical else ")"
     streams = sorted({(x.device, x.stream) for x in shown})
     row_of = {s: i for i, s in enumerate(streams)}
     ops = sorted({x.op for x in shown})
     op_index = {op: i for i, op in enumerate(ops)}
-    critical = {x.id for x in run.critical_path()}
     launches = [[row_of[(x.device, x.stream)], x.start, x.end, x.work, op_index[x.op], int(x.id in critical)]
                 for x in shown]
 

@@ -8,30 +8,56 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
 namespace py = pybind11;
 
 namespace simhpu {
 namespace {
 
-void walk_frames(std::vector<StackFrame>& frames) {
+// Stacks seen so far, by their frames' code objects and lines: a training loop
+// allocates from the same few stacks step after step, and a long history keeps
+// one copy of each. The code objects are kept alive, so a key is never reused
+// by another function. Used with the GIL held.
+std::unordered_map<std::string, Stack>& interned_stacks() {
+  static auto* stacks = new std::unordered_map<std::string, Stack>();  // (never destroyed: used at exit)
+  return *stacks;
+}
+
+Stack walk_frames() {
   // A free may come while an exception is on its way out (a tensor dropped as
   // it unwinds): the walk keeps it, and clears only what the walk itself set.
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);
+  std::vector<std::pair<PyCodeObject*, int>> walked;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   while (frame != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(frame);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    const char* name = PyUnicode_AsUTF8(code->co_name);
-    frames.push_back({file ? file : "", name ? name : "", PyFrame_GetLineNumber(frame)});
-    Py_DECREF(code);
+    PyCodeObject* code = PyFrame_GetCode(frame);  // (a new reference: the key's, or dropped below)
+    walked.emplace_back(code, PyFrame_GetLineNumber(frame));
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
+  const std::string key(reinterpret_cast<const char*>(walked.data()), walked.size() * sizeof(walked[0]));
+  auto [it, fresh] = interned_stacks().try_emplace(key);
+  if (fresh) {  // the code objects stay referenced by the key
+    auto frames = std::make_shared<std::vector<StackFrame>>();
+    for (const auto& [code, line] : walked) {
+      const char* file = PyUnicode_AsUTF8(code->co_filename);
+      const char* name = PyUnicode_AsUTF8(code->co_name);
+      frames->push_back({file ? file : "", name ? name : "", line});
+    }
+    it->second = std::move(frames);
+  } else {
+    for (const auto& [code, line] : walked) Py_DECREF(code);
+  }
   PyErr_Clear();
   PyErr_Restore(type, value, traceback);
+  return it->second;
 }
 
 // The calling thread's Python stack, innermost first (the launch sites' policy):
@@ -39,16 +65,14 @@ void walk_frames(std::vector<StackFrame>& frames) {
 // for a moment; a thread that never ran Python (a stream worker, autograd's device
 // thread) has none of the user's frames.
 Stack python_stack() {
-  auto frames = std::make_shared<std::vector<StackFrame>>();
-  if (!Py_IsInitialized()) return frames;
-  if (PyGILState_Check()) {
-    walk_frames(*frames);
-  } else if (PyGILState_GetThisThreadState() != nullptr) {
-    const PyGILState_STATE state = PyGILState_Ensure();
-    walk_frames(*frames);
-    PyGILState_Release(state);
-  }
-  return frames;
+  static const Stack none = std::make_shared<std::vector<StackFrame>>();
+  if (!Py_IsInitialized()) return none;
+  if (PyGILState_Check()) return walk_frames();
+  if (PyGILState_GetThisThreadState() == nullptr) return none;
+  const PyGILState_STATE state = PyGILState_Ensure();
+  Stack stack = walk_frames();
+  PyGILState_Release(state);
+  return stack;
 }
 
 py::list frames_of(const Stack& stack) {

@@ -281,6 +281,28 @@ def test_max_entries_keeps_the_newest_events(history):
     assert len(history._snapshot()["device_traces"][0]) == 3
 
 
+def test_a_long_history_keeps_one_copy_of_each_stack(history):
+    """A training loop allocates from the same stacks step after step: 40,000 allocations from
+    one deep stack cost their events, not 40,000 copies of its frames (~3 KB each: 120 MB)."""
+    def deep(n):
+        return deep(n - 1) if n else [torch.empty(16, device="simhpu") for _ in range(40_000)]
+
+    before = _resident_bytes()
+    kept = deep(30)
+    grown = _resident_bytes() - before
+    events = torch_simhpu._C._memory_event_list(0)
+    last_alloc = max(i for i, (action, _, _) in enumerate(events) if action == "alloc")
+    frames = torch_simhpu._C._memory_event_frames(0, [last_alloc])[0]
+    assert len(events) >= 40_000 and len(frames) > 30 and frames[1]["name"] == "deep"
+    assert grown < 30 * 2**20, grown
+    del kept
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def test_out_of_memory_writes_a_snapshot_when_asked(tmp_path):
     path = tmp_path / "oom.pickle"
     code = ("import pickle, torch, torch_simhpu\n"

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import torch
 
-from torch_simhpu import memory_ledger
+from torch_simhpu import _C, memory_ledger
 from torch_simhpu.simulation import Launch, Simulation, load_profile
 from tests.device.test_phantom import phantom
 from tests.helpers import run_python
@@ -78,6 +78,19 @@ def test_without_an_optimizer_everything_live_is_activations_and_temporaries():
     assert before + 2 * 4 * 1024 * 1024 <= m.peak <= before + 2 * 4 * 1024 * 1024 + 4096
     assert m.by_category["parameters"] == 0
     del c
+
+
+def test_a_history_too_short_for_the_block_gives_no_breakdown_and_says_why():
+    torch.simhpu.memory._record_memory_history("all", max_entries=4)  # the program's own, kept after the block
+    try:
+        with phantom() as sim:
+            parts = [torch.ones(64, device=D) for _ in range(8)]
+        assert isinstance(sim.memory, str) and "dropped the oldest" in sim.memory
+        assert "memory by category: not available: the allocator's history kept 4 events" in sim.report()
+        assert _C._memory_history_enabled()  # the program's recording is left on
+    finally:
+        torch.simhpu.memory._record_memory_history(None)
+    del parts
 
 
 def test_mfu_is_the_model_flops_of_the_tokens_over_the_step_against_the_peak():
