@@ -39,6 +39,25 @@ def _drain_at_exit() -> None:
         sys.stderr.write(f"simhpu: a kernel failed and no synchronising call reported it before exit:\n{error}\n")
         sys.stderr.flush()
         os._exit(1)
+    _let_autograd_threads_finish()
+
+
+def _let_autograd_threads_finish() -> None:
+    """Waits until the autograd engine's simhpu threads have let go of the last backward.
+
+    A backward returns as soon as its device thread marks it complete; the thread then
+    drops its reference to the backward's state, which holds a Python object (the
+    contextvars context torch stashes for it) and so needs the GIL. A program that exits
+    right after a backward can finalise the interpreter first, and the thread, denied the
+    GIL, is unwound through a destructor that may not throw: "terminate called without
+    an active exception" and status -6. Each device thread finishes one backward before
+    it takes the next, so an empty backward on every device index, run without the
+    stash, returns only after each has let go.
+    """
+    run_backward = torch.autograd.Variable._execution_engine.run_backward
+    for index in range(device.device_count()):
+        leaf = torch.empty(0, device=f"{DEVICE_TYPE}:{index}", requires_grad=True)
+        run_backward((leaf,), (torch.empty_like(leaf),), False, False, (), True, True)
 
 
 def _check_autograd_engine() -> None:
