@@ -56,6 +56,12 @@ def edit_one_entry(tree: str) -> None:
          "    dtypes: [float32, float64, float16]")
 
 
+def add_an_op(tree: str) -> None:
+    """README's "Add your own op", by the scaffold: a kernel file, an entry and its backward."""
+    subprocess.run([sys.executable, "-m", "codegen", "new-op", "npu_bench_added"], cwd=tree, check=True,
+                   capture_output=True)
+
+
 def main():
     tree = copy_tracked_files()
     try:
@@ -66,9 +72,7 @@ def main():
         rows.append(("rebuild after editing npu_swish's dtypes", *build(tree)))
         edit(tree, "doc: Swish activation", "doc: The swish activation")
         rows.append(("rebuild after editing npu_swish's doc", *build(tree)))
-        # README's "Add your own op", by the scaffold: a kernel file, an entry and its backward.
-        subprocess.run([sys.executable, "-m", "codegen", "new-op", "npu_bench_added"], cwd=tree, check=True,
-                       capture_output=True)
+        add_an_op(tree)
         rows.append(("rebuild after adding an op (codegen new-op)", *build(tree)))
         print(f"{'build':45} {'seconds':>8}  translation units compiled")
         for name, seconds, units in rows:

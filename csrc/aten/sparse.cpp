@@ -78,7 +78,15 @@ bool on_device(const at::Tensor& t) {
 at::Tensor tensor_to_host(const at::Tensor& t) {
   if (!on_device(t)) return t;
   const c10::Device cpu(c10::kCPU);
-  if (t.layout() == at::kStrided) return t.cpu();
+  if (t.layout() == at::kStrided) {
+    at::Tensor host = t.cpu();
+    // Some CPU kernels keep what their backward needs only for operands that
+    // require grad (_sparse_mm_reduce_impl's argmax indices); the copy, made below
+    // autograd, would otherwise hand them none, and the backward then reads past
+    // an empty tensor. Autograd stays excluded here, so nothing is recorded.
+    if (t.requires_grad()) host.set_requires_grad(true);
+    return host;
+  }
   if (t.layout() == at::kSparse) {
     const auto* impl = coo_impl(t);
     return at::_sparse_coo_tensor_unsafe(impl->indices().cpu(), impl->values().cpu(), t.sizes(),

@@ -31,8 +31,12 @@ uint64_t splitmix(uint64_t& state) {
 struct WorkerDraws {
   uint64_t generation = ~uint64_t(0);
   uint64_t state = 0;
+  uint64_t launches = 0;  // drawn for since the seed was set
 };
-thread_local WorkerDraws draws;
+thread_local WorkerDraws worker;
+
+constexpr size_t kDrawsKept = 100'000;
+std::vector<Draw> draw_log;  // guarded by mu
 
 // (Read while the library loads, where nothing may throw: a value that is not a
 // seed leaves chaos off here, and torch_simhpu's import refuses it by name.)
@@ -73,6 +77,7 @@ std::optional<uint64_t> seed() {
 void set_seed(std::optional<uint64_t> seed) {
   std::lock_guard<std::mutex> lock(mu);
   current_seed = seed.value_or(0);
+  draw_log.clear();
   generation.fetch_add(1, std::memory_order_relaxed);
   detail::on.store(seed.has_value(), std::memory_order_relaxed);
   observers::set_active(&lens(), seed.has_value());
@@ -80,22 +85,38 @@ void set_seed(std::optional<uint64_t> seed) {
 
 void before_kernel_slow(const c10::Stream& stream, bool after_idle) {
   const uint64_t now = generation.load(std::memory_order_relaxed);
-  if (draws.generation != now) {
+  if (worker.generation != now) {
     std::lock_guard<std::mutex> lock(mu);
-    draws.generation = now;
-    draws.state = current_seed ^ (static_cast<uint64_t>(stream.device_index()) << 56) ^
+    worker.generation = now;
+    worker.state = current_seed ^ (static_cast<uint64_t>(stream.device_index()) << 56) ^
                   (static_cast<uint64_t>(stream.id()) * 0x2545f4914f6cdd1dull);
+    worker.launches = 0;
   }
-  const uint64_t draw = splitmix(draws.state);
+  const uint64_t launch = worker.launches++;
+  const uint64_t draw = splitmix(worker.state);
   const bool held = after_idle ? (draw & 1) != 0 : (draw & 15) == 0;
-  if (!held) return;
   const uint64_t longest_us = after_idle ? 10'000 : 1'000;
-  std::this_thread::sleep_for(std::chrono::microseconds((draw >> 8) % longest_us));
+  const uint64_t microseconds = (draw >> 8) % longest_us;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (draw_log.size() < kDrawsKept) {
+      draw_log.push_back({stream.device_index(), stream.id(), launch, after_idle, held, microseconds});
+    }
+  }
+  if (held) {
+    std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+  }
+}
+
+std::vector<Draw> draws() {
+  std::lock_guard<std::mutex> lock(mu);
+  return draw_log;
 }
 
 std::string note() {
   const std::optional<uint64_t> s = seed();
-  return s ? " (chaos scheduling was on: SIMHPU_CHAOS=" + std::to_string(*s) + " gives this run's delays again)"
+  return s ? " (chaos scheduling was on: SIMHPU_CHAOS=" + std::to_string(*s) +
+                 " draws the same holds for each stream's launches again; torch.simhpu.chaos.draws() lists them)"
            : std::string();
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace simhpu::chaos {
 
@@ -32,6 +33,20 @@ inline bool enabled() {
 std::optional<uint64_t> seed();
 // Changes it (none: off); workers reseed at their next launch.
 void set_seed(std::optional<uint64_t> seed);
+
+// One launch a worker drew for: its stream, which of the stream's launches since
+// the seed was set it was (from 0), whether the worker found it after waiting for
+// work, whether it was held back, and for how long (or would have been).
+struct Draw {
+  int device;
+  int64_t stream;
+  uint64_t launch;
+  bool after_idle;
+  bool held;
+  uint64_t microseconds;
+};
+// The draws since the seed was last set, in the order they were made (the first 100,000).
+std::vector<Draw> draws();
 
 // On `stream`'s worker, before it runs a record; `after_idle`: the first since it waited for work.
 void before_kernel_slow(const c10::Stream& stream, bool after_idle);

@@ -21,6 +21,12 @@ void bind_sanitizer(py::module_& m) {
   m.def("_sanitizer_clear_reports", &sanitizer::clear_reports);
   m.def("_chaos_seed", &chaos::seed);
   m.def("_set_chaos_seed", &chaos::set_seed);
-}
+  m.def("_chaos_draws", [] {
+    py::list out;
+    for (const chaos::Draw& d : chaos::draws()) {
+      out.append(py::make_tuple(d.device, d.stream, d.launch, d.after_idle, d.held, d.microseconds));
+    }
+    return out;
+  });}
 
 } // namespace simhpu

@@ -346,7 +346,10 @@ def test_torchgen_keyword_formulas_still_pass(codegen, project_dir):
          "  self: swish_backward(grad, self, beta)\n  result: auto_element_wise")
     project = codegen.load_project(str(project_dir))
     swish = next(op for op in project.ops if op.name == "npu_swish")
-    assert swish.derivative.forward_derivatives
+    # torchgen's expansion of the keyword: the backward formula applied to the tangent
+    [forward] = swish.derivative.forward_derivatives
+    assert forward.var_names == ("result",)
+    assert forward.formula == "(swish_backward(self_t.conj(), self_p, beta)).conj()"
 
 
 def test_custom_entries_may_not_annotate_aliasing(codegen, project_dir):

@@ -89,11 +89,49 @@ print("SANITIZER:", torch.simhpu.sanitizer.reports()[0])
     done = run_python(code, tmp_path, SIMHPU_CHAOS="1234")
     assert done.returncode == 0, done.stderr
     assert "torch_simhpu: chaos scheduling on, SIMHPU_CHAOS=1234" in done.stderr
-    note = "chaos scheduling was on: SIMHPU_CHAOS=1234 gives this run's delays again"
+    note = "chaos scheduling was on: SIMHPU_CHAOS=1234 draws the same holds for each stream's launches again"
     device_error = next(line for line in done.stdout.splitlines() if line.startswith("DEVICE ERROR:"))
     assert note in device_error, done.stdout
     assert note in next(line for line in done.stdout.splitlines() if line.startswith("SANITIZER:"))
     assert json.loads(trace.read_text())["otherData"] == {"SIMHPU_CHAOS": 1234}
+
+
+HOLDS_OF_A_PROGRAM = """
+import json, torch, torch_simhpu
+x = torch.zeros(1024, device="simhpu")
+side = torch.simhpu.Stream()
+with torch.simhpu.stream(side):
+    y = torch.zeros(1024, device="simhpu")
+side.synchronize()
+for step in range(40):
+    # Each launch is its stream's only one, waited for: each worker finds it after going idle.
+    x.add_(1)
+    torch.simhpu.current_stream().synchronize()
+    with torch.simhpu.stream(side):
+        y.add_(1)
+    side.synchronize()
+print(json.dumps([list(d) for d in torch.simhpu.chaos.draws()]))
+"""
+
+
+def test_the_same_seed_draws_the_same_holds_at_the_same_launches(tmp_path):
+    """What SIMHPU_CHAOS=SEED promises, across processes: each stream's n-th launch
+    draws the same, so where the worker found it the same way (after going idle, or
+    not: the program's synchronisation decides that, and on a loaded machine the
+    host's timing can too) it is held, or not, for the same time. Another seed draws
+    other holds."""
+    def draws_with(seed):
+        done = run_python(HOLDS_OF_A_PROGRAM, tmp_path, SIMHPU_CHAOS=str(seed))
+        assert done.returncode == 0, done.stderr
+        return {(d[0], d[1], d[2]): d[3:] for d in json.loads(done.stdout.strip().splitlines()[-1])}
+    first, again, other = draws_with(1234), draws_with(1234), draws_with(99)
+    assert len({stream for _, stream, _ in first}) == 2 and len(first) >= 80
+    assert first.keys() == again.keys()
+    found_alike = [launch for launch in first if first[launch][0] == again[launch][0]]
+    assert len(found_alike) >= 0.8 * len(first)  # each launch waited for: almost all found after idling
+    assert sum(first[launch][1] for launch in found_alike) > 10  # held at about half of them
+    assert all(first[launch] == again[launch] for launch in found_alike)
+    assert [first[k] for k in sorted(first)] != [other[k] for k in sorted(other) if k in first]
 
 
 @pytest.mark.parametrize("value", ["-3", "seven", str(2**64)])

@@ -3,6 +3,8 @@ entries generate (tests/device/test_reference_ops.py: forward in every dtype,
 non-contiguous, zero-size and broadcast inputs, variants, gradcheck, opcheck,
 torch.compile, refused dtypes and checks): large and awkward shapes, the
 backward op, double backward, several ops compiled together, bad input."""
+import math
+
 import pytest
 import torch
 
@@ -32,23 +34,65 @@ def test_rms_norm_backward_op_matches_autograd(dtype):
     torch.testing.assert_close(dg.cpu(), gg)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("shape,dim", [
+SUM_SHAPES = [
     ((64, 4099), [1]),          # rows of a length that is no multiple of the vector width
     ((1, 70001), [1]),          # one long row: split across threads
     ((4099, 64), [0]),          # columns: the reduced rows split across threads
     ((3, 2500, 2051), [1]),     # a middle dimension, more than one column block
     ((5, 6, 7, 8), [1, 2]),     # two adjacent dimensions
     ((5, 6, 7, 8), [0, 2]),     # dimensions that are not adjacent: the general walk
-])
+]
+
+
+def whole_numbers(shape, dtype, seed=0):
+    """Nonzero whole numbers in [-8, 8]: float32 adds them exactly in any order (every
+    partial sum here is far below 2**24), so a sum that drops, repeats or misplaces one
+    element is wrong by at least 1 whatever its order of additions."""
+    g = torch.Generator().manual_seed(seed)
+    magnitude = torch.randint(1, 9, shape, generator=g)
+    sign = torch.randint(0, 2, shape, generator=g) * 2 - 1
+    return (magnitude * sign).to(dtype)
+
+
+def assert_sum_is_exact(out, x, dim):
+    """The sum of whole numbers accumulated in float32 is exact, and the result is that
+    exact sum rounded once to the output dtype: no tolerance is needed, so none is given."""
+    exact = x.double().sum(dim)
+    torch.testing.assert_close(out.cpu(), exact.to(out.dtype), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", SUM_SHAPES)
 def test_sum_dims_large_and_awkward_shapes(dtype, shape, dim):
-    x = torch.randn(shape, dtype=dtype)
-    out = torch_simhpu.npu_sum_dims(dev(x)[0], dim)
-    ref = x.double().sum(dim)
-    # float32 accumulation over thousands of terms: compared in float64, with a
-    # bound a little above what summing in float32 can lose.
-    bound = dict(rtol=1e-5, atol=1e-3) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=1e-2)
-    torch.testing.assert_close(out.cpu().double(), ref.to(dtype).double(), **bound)
+    x = whole_numbers(shape, dtype)
+    assert_sum_is_exact(torch_simhpu.npu_sum_dims(dev(x)[0], dim), x, dim)
+
+
+@pytest.mark.parametrize("shape,dim", SUM_SHAPES)
+def test_the_sum_check_fails_a_sum_that_skips_one_element(shape, dim):
+    """The check above is able to fail: the kernel run over the input with any one
+    element left out (zeroed) is refused, for every element position tried."""
+    x = whole_numbers(shape, torch.float32)
+    g = torch.Generator().manual_seed(1)
+    for flat in torch.randint(0, x.numel(), (20,), generator=g).tolist():
+        skipped = x.clone()
+        skipped.view(-1)[flat] = 0
+        with pytest.raises(AssertionError):
+            assert_sum_is_exact(torch_simhpu.npu_sum_dims(dev(skipped)[0], dim), x, dim)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sum_dims_of_real_numbers_within_float32_accumulation(dtype):
+    """Real-valued inputs: the error bound of float32 accumulation for each output,
+    eps32 * log2(n) * sum(|x|) (pairwise or blocked order), plus one rounding to the dtype."""
+    shape, dim = (64, 4099), [1]
+    x = torch.randn(shape).to(dtype)
+    out = torch_simhpu.npu_sum_dims(dev(x)[0], dim).cpu().double()
+    exact = x.double().sum(dim)
+    n = x.shape[1]
+    bound = torch.finfo(torch.float32).eps * math.log2(n) * x.double().abs().sum(dim)
+    bound = bound + exact.abs() * torch.finfo(dtype).eps / 2 + torch.finfo(dtype).tiny
+    assert ((out - exact).abs() <= bound).all(), (out - exact).abs().max()
 
 
 def test_sum_dims_of_a_transposed_view():

@@ -267,7 +267,9 @@ def test_every_argument_type(kwargs, with_bias, n_others):
     bias = torch.randn(2, 3) if with_bias else None
     got = torch_simhpu.npu_weighted_sum(x.simhpu(), [o.simhpu() for o in others],
                                         bias.simhpu() if with_bias else None, **kwargs)
-    torch.testing.assert_close(got.cpu(), ref_weighted_sum(x, others, bias, **kwargs), atol=1e-2, rtol=1e-2)
+    # float16 accumulation rounds each step to half precision; float32 and float64 are compared as float32
+    tolerance = dict(atol=1e-2, rtol=1e-2) if kwargs.get("accumulate") == torch.float16 else {}
+    torch.testing.assert_close(got.cpu(), ref_weighted_sum(x, others, bias, **kwargs), **tolerance)
 
 
 def test_argument_type_errors():
