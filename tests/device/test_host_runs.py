@@ -81,22 +81,29 @@ def test_a_burst_of_launches_wakes_the_worker(tmp_path):
 def test_kernels_a_waiting_host_runs_keep_stream_order(tmp_path):
     """Chains of dependent kernels, each chain queued while the worker sleeps, then
     waited for: the host takes over what the worker has not reached, so it runs the
-    later links of a chain after the worker ran the earlier ones (or all of them)."""
+    later links of a chain after the worker ran the earlier ones (or all of them).
+    The chain is launched back to back (its expected values are worked out, not
+    computed on the CPU between launches, which would give the worker time to run
+    every link itself)."""
     x = torch.zeros(BIG, device="simhpu")
-    expected = torch.zeros(BIG)
-    with torch.simhpu.trace(tmp_path / "t.json"):
-        for _ in range(20):
-            let_the_worker_fall_asleep()
-            for _ in range(10):
-                x.add_(1)  # each reads what the one before wrote
-                expected.add_(1)
-            x.mul_(2)
-            expected.mul_(2)
-            assert x[-1].item() == expected[-1].item()  # synchronises: the host may run them
-    torch.testing.assert_close(x.cpu(), expected)
-    by_host = ran_on_host(tmp_path / "t.json")
-    # The test is about kernels the host ran (here 11 to 61 of the 220): without one it tests nothing.
-    assert any(by_host), f"the host ran none of the {len(by_host)} kernels"
+    expected = 0.0
+    by_host = []
+    for attempt in range(3):  # a loaded machine may let the worker run every link
+        trace = tmp_path / f"t{attempt}.json"
+        with torch.simhpu.trace(trace):
+            for _ in range(20):
+                let_the_worker_fall_asleep()
+                for _ in range(10):
+                    x.add_(1)  # each reads what the one before wrote
+                x.mul_(2)
+                expected = (expected + 10) * 2
+                assert x[-1].item() == expected  # synchronises: the host may run them
+        by_host = ran_on_host(trace)
+        if any(by_host):
+            break
+    torch.testing.assert_close(x.cpu(), torch.full((BIG,), expected))
+    # The test is about kernels the host ran (here 109 to 154 of the 220): without one it tests nothing.
+    assert any(by_host), f"the host ran none of the {len(by_host)} kernels, three times"
 
 
 class SeesCpuOps(TorchDispatchMode):
