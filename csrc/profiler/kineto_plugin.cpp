@@ -7,7 +7,7 @@
 #endif
 #include "runtime/device.h"
 #include "runtime/streams.h"
-#include "runtime/trace.h"
+#include "trace/kernel_trace.h"
 
 #include <libkineto.h>  // CpuTraceBuffer
 #include <output_base.h>  // ActivityLogger

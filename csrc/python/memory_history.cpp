@@ -3,7 +3,8 @@
 #include "python/memory_history.h"
 
 #include "runtime/device.h"
-#include "runtime/memory_history.h"
+#include "memory_history/memory_history.h"
+#include "runtime/allocator.h"
 
 #include <Python.h>
 #include <frameobject.h>

@@ -20,7 +20,7 @@
 #include "runtime/launch_work.h"
 #include "runtime/observers.h"
 #include "runtime/streams.h"
-#include "runtime/trace.h"
+#include "trace/kernel_trace.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/DeviceGuard.h>

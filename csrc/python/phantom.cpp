@@ -1,7 +1,7 @@
 #include "python/phantom.h"
 
 #include "phantom/phantom_execution.h"
-#include "runtime/memory_history.h"
+#include "runtime/allocator.h"
 
 namespace py = pybind11;
 

@@ -7,11 +7,11 @@
 // allocation fail with torch.OutOfMemoryError.
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include "runtime/allocator.h"
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
 #include "runtime/fork_guard.h"
-#include "runtime/memory_history.h"
 #include "runtime/observers.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
@@ -55,16 +55,15 @@ class DeviceCache {
  public:
   explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
 
-  // `stack`: the caller's, for the memory history (null while it is not recorded).
-  void* allocate(size_t requested, const Stack& stack) {
+  void* allocate(size_t requested) {
     const size_t size = round_up(requested);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (void* ptr = take_cached(size, stack); ptr != nullptr) {
-        return hand_out(ptr, size, requested, stack);
+      if (void* ptr = take_cached(size); ptr != nullptr) {
+        return hand_out(ptr, size, requested);
       }
-      if (void* ptr = new_block(size, stack); ptr != nullptr) {
-        return hand_out(ptr, size, requested, stack);
+      if (void* ptr = new_block(size); ptr != nullptr) {
+        return hand_out(ptr, size, requested);
       }
     }
     // Some memory may be held only by launch records: wait for the device's
@@ -73,14 +72,14 @@ class DeviceCache {
     std::string out_of_memory;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      void* ptr = take_cached(size, stack);
+      void* ptr = take_cached(size);
       if (ptr == nullptr) {
         stats_.num_alloc_retries++;
-        release_cached(stack);
-        ptr = new_block(size, stack);
+        release_cached();
+        ptr = new_block(size);
       }
       if (ptr != nullptr) {
-        return hand_out(ptr, size, requested, stack);
+        return hand_out(ptr, size, requested);
       }
       stats_.num_ooms++;
       out_of_memory = "simhpu: out of memory on device " + std::to_string(device_) + ": tried to allocate " +
@@ -90,7 +89,7 @@ class DeviceCache {
                       " held by tensors). Free some tensors, or raise SIMHPU_MEMORY_LIMIT." +
                       observers::context_notes();
     }
-    notify_out_of_memory(device_, requested);  // outside the lock: it may take a snapshot
+    observers::on_out_of_memory(device_, requested);  // outside the lock: an observer may take a snapshot
     TORCH_CHECK_WITH(OutOfMemoryError, false, out_of_memory);
   }
 
@@ -102,13 +101,13 @@ class DeviceCache {
     return out;
   }
 
-  void free(void* ptr, const Stack& stack) {
+  void free(void* ptr) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = block_sizes_.find(ptr);
     TORCH_INTERNAL_ASSERT(it != block_sizes_.end(), "simhpu: freeing an unknown device block");
     const size_t size = it->second;
     block_sizes_.erase(it);
-    if (recording_memory_history()) record_memory_event(device_, "free_completed", ptr, size, stack);
+    observers::on_allocator_event(device_, "free_completed", ptr, size);
     cache_block(size, ptr);
     stats_.allocated_bytes[kAll].decrease(size);
     stats_.active_bytes[kAll].decrease(size);
@@ -116,9 +115,9 @@ class DeviceCache {
     stats_.active[kAll].decrease(1);
   }
 
-  void empty_cache(const Stack& stack) {
+  void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
-    release_cached(stack);
+    release_cached();
   }
 
   DeviceStats stats() {
@@ -145,8 +144,8 @@ class DeviceCache {
   }
 
   // Gives back its cached blocks; whether it then holds none (the lock is the caller's).
-  bool release_all_if_unused(const Stack& stack) {
-    release_cached(stack);
+  bool release_all_if_unused() {
+    release_cached();
     return block_sizes_.empty();
   }
   std::mutex& mutex() { return mu_; }
@@ -159,19 +158,19 @@ class DeviceCache {
  private:
   DeviceMemory& memory() { return device_memory(device_); }
 
-  void* new_block(size_t size, const Stack& stack) {
+  void* new_block(size_t size) {
     void* ptr = memory().allocate(size);
     if (ptr != nullptr) {
       stats_.reserved_bytes[kAll].increase(size);
       stats_.segment[kAll].increase(1);
-      if (recording_memory_history()) record_memory_event(device_, "segment_alloc", ptr, size, stack);
+      observers::on_allocator_event(device_, "segment_alloc", ptr, size);
     }
     return ptr;
   }
 
-  void* hand_out(void* ptr, size_t size, size_t requested, const Stack& stack) {
+  void* hand_out(void* ptr, size_t size, size_t requested) {
     block_sizes_[ptr] = size;
-    if (recording_memory_history()) record_memory_event(device_, "alloc", ptr, size, stack);
+    observers::on_allocator_event(device_, "alloc", ptr, size);
     stats_.allocated_bytes[kAll].increase(size);
     stats_.active_bytes[kAll].increase(size);
     stats_.requested_bytes[kAll].increase(requested);
@@ -194,7 +193,7 @@ class DeviceCache {
   }
 
   // The smallest cached block that fits without wasting more than half of it.
-  void* take_cached(size_t size, const Stack& stack) {
+  void* take_cached(size_t size) {
     auto it = cached_.lower_bound(size);
     if (it == cached_.end() || it->first > 2 * size) {
       return nullptr;
@@ -206,17 +205,15 @@ class DeviceCache {
       stats_.reserved_bytes[kAll].decrease(block);
       stats_.reserved_bytes[kAll].increase(size);
       memory().release(static_cast<char*>(ptr) + size, block - size);
-      if (recording_memory_history()) {
-        record_memory_event(device_, "segment_free", static_cast<char*>(ptr) + size, block - size, stack);
-      }
+      observers::on_allocator_event(device_, "segment_free", static_cast<char*>(ptr) + size, block - size);
     }
     return ptr;
   }
 
-  void release_cached(const Stack& stack) {
+  void release_cached() {
     for (const auto& [size, ptr] : cached_) {
       memory().release(ptr, size);
-      if (recording_memory_history()) record_memory_event(device_, "segment_free", ptr, size, stack);
+      observers::on_allocator_event(device_, "segment_free", ptr, size);
       stats_.reserved_bytes[kAll].decrease(size);
       stats_.segment[kAll].decrease(1);
     }
@@ -254,7 +251,8 @@ c10::DeviceIndex device_holding(const void* ptr) {
 // The block back to its device's cache.
 void release_block(void* ptr) {
   forget_undefined(ptr);
-  cache_for(device_holding(ptr)).free(ptr, gather_memory_stack());
+  const observers::AllocatorCall call;
+  cache_for(device_holding(ptr)).free(ptr);
 }
 
 // The deleter of device storages: the block is released now, or, while an
@@ -268,7 +266,10 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     check_not_forked();
     const c10::DeviceIndex device = current_device();
-    void* ptr = cache_for(device).allocate(nbytes, gather_memory_stack());
+    void* ptr = [&] {
+      const observers::AllocatorCall call;
+      return cache_for(device).allocate(nbytes);
+    }();
     if (threads_capturing.load(std::memory_order_relaxed) != 0) {
       note_allocation_for_capture(ptr);
     }
@@ -295,8 +296,9 @@ class SimhpuAllocator final : public c10::DeviceAllocator {
 
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
+    const observers::AllocatorCall call;
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-      cache_for(d).empty_cache(gather_memory_stack());
+      cache_for(d).empty_cache();
     }
   }
   // Launch records keep storages alive until their kernels ran, so a block is
@@ -350,7 +352,7 @@ bool set_device_capacity(size_t bytes) {
   std::vector<std::unique_lock<std::mutex>> locks;
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) locks.emplace_back(cache_for(d).mutex());
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-    if (!cache_for(d).release_all_if_unused(nullptr)) return false;
+    if (!cache_for(d).release_all_if_unused()) return false;
   }
   remake_unused_device_memories(bytes);
   return true;

@@ -5,7 +5,6 @@
 #include "runtime/launch_site.h"
 #include "runtime/observers.h"
 #include "runtime/spin.h"
-#include "runtime/trace.h"
 
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
@@ -322,13 +321,9 @@ void LaunchQueue::work() {
 }
 
 void LaunchQueue::run(LaunchRecord& record) {
-  const int64_t start_ns = record.queued_ns >= 0 ? trace_clock_ns() : 0;
+  observers::before_record_runs(record);
   std::optional<std::string> error = run_record(record);
-  if (record.queued_ns >= 0 && record.kind == LaunchRecord::Kind::Kernel) {
-    add_trace_entry({record.kernel->name, record.op_name, record.site.file(), record.site.line(),
-                     stream_.device_index(), stream_.id(), record.queued_ns, start_ns, trace_clock_ns(),
-                     record.correlation, !is_stream_worker});
-  }
+  observers::after_record_ran(record, stream_, !is_stream_worker);
   if (error) {
     std::lock_guard<std::mutex> lock(failure_mu_);
     if (!failure_) {

@@ -56,8 +56,8 @@ struct alignas(64) LaunchRecord {
   Kind kind = Kind::Kernel;
   const KernelDef* kernel = nullptr;
   const char* op_name = "";
-  int64_t queued_ns = -1;  // set while tracing (see trace.h)
-  uint64_t correlation = 0;  // while tracing: the profiler's host op that launched it
+  int64_t queued_ns = -1;  // when it was queued, if an observer noted it (on_queued); -1: none did
+  uint64_t correlation = 0;  // the profiler's host op that launched it, if an observer noted it
   c10::SmallVector<c10::Storage, 4> keep_alive;
   LaunchSite site;  // where Python launched it, for error messages
   c10::intrusive_ptr<SimEvent> event;  // RecordEvent / WaitEvent

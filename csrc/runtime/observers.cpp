@@ -106,6 +106,22 @@ void detail::on_pinned_free(const void* block) {
   for_each_active([&](RuntimeObserver& o) { o.on_pinned_free(block); });
 }
 
+void detail::before_allocator_call() {
+  for_each_active([&](RuntimeObserver& o) { o.before_allocator_call(); });
+}
+
+void detail::after_allocator_call() {
+  for_each_active([&](RuntimeObserver& o) { o.after_allocator_call(); });
+}
+
+void detail::on_allocator_event(c10::DeviceIndex device, const char* action, const void* address, size_t bytes) {
+  for_each_active([&](RuntimeObserver& o) { o.on_allocator_event(device, action, address, bytes); });
+}
+
+void detail::on_out_of_memory(c10::DeviceIndex device, size_t requested) {
+  for_each_active([&](RuntimeObserver& o) { o.on_out_of_memory(device, requested); });
+}
+
 void detail::before_launch() {
   for_each_active([&](RuntimeObserver& o) { o.before_launch(); });
 }
@@ -117,6 +133,18 @@ void detail::on_launch(LaunchRecord& record, const c10::Stream& stream, const La
 void detail::on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                              c10::ArrayRef<c10::IValue> outputs) {
   for_each_active([&](RuntimeObserver& o) { o.on_reference_op(op, args, outputs); });
+}
+
+void detail::on_queued(LaunchRecord& record, const c10::Stream& stream) {
+  for_each_active([&](RuntimeObserver& o) { o.on_queued(record, stream); });
+}
+
+void detail::before_record_runs(const LaunchRecord& record) {
+  for_each_active([&](RuntimeObserver& o) { o.before_record_runs(record); });
+}
+
+void detail::after_record_ran(const LaunchRecord& record, const c10::Stream& stream, bool by_host) {
+  for_each_active([&](RuntimeObserver& o) { o.after_record_ran(record, stream, by_host); });
 }
 
 void detail::on_host_wait_begins() {

@@ -1,6 +1,7 @@
 #pragma once
 // The runtime's events, published for whoever watches them: the lenses (chaos
-// scheduling, the stream sanitizer, simulated time). The runtime names no lens:
+// scheduling, the stream sanitizer, simulated time, phantom execution, the kernel
+// trace, the memory history). The runtime names no lens:
 // it publishes here, and a lens is one folder that subscribes a RuntimeObserver
 // when the library loads.
 //
@@ -61,6 +62,13 @@ class RuntimeObserver {
   // graph (it runs, and is seen, when the graph is replayed). An observer
   // subscribed to check launches may raise: the launch then does not happen.
   virtual void on_launch(LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph) {}
+  // `record` (not captured into a graph or a cluster) is about to be queued on
+  // `stream` to run; an observer may note in it what it wants back when it runs.
+  virtual void on_queued(LaunchRecord& record, const c10::Stream& stream) {}
+  // A record is about to run, after its stream's wait (before_kernel), on this
+  // thread; then it ran, on `stream`'s worker or (by_host) a host thread waiting for it.
+  virtual void before_record_runs(const LaunchRecord& record) {}
+  virtual void after_record_ran(const LaunchRecord& record, const c10::Stream& stream, bool by_host) {}
   // A reference-path operator (aten's CPU kernel run for the device) is about to
   // launch: an observer may describe its work (describe_next_launch).
   virtual void on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
@@ -89,9 +97,19 @@ class RuntimeObserver {
   virtual void on_allocate(const c10::Stream& stream, const void* host_address, size_t bytes) {}
   // tensor.record_stream(stream) on the block at `block_host_address`.
   virtual void on_record_stream(const c10::Stream& stream, const void* block_host_address) {}
+  // An allocator call (allocate, free, empty the cache) begins on this thread,
+  // before the allocator takes its lock (an observer may wait for the GIL here),
+  // and ends; the allocator's events of the call come between, on this thread.
+  virtual void before_allocator_call() {}
+  virtual void after_allocator_call() {}
+  // The allocator did `action` ("alloc", "free_completed", "segment_alloc",
+  // "segment_free") on `bytes` at device address `address` of `device`.
+  virtual void on_allocator_event(c10::DeviceIndex device, const char* action, const void* address, size_t bytes) {}
+  // An allocation of `requested` bytes on `device` is about to fail for want of memory.
+  virtual void on_out_of_memory(c10::DeviceIndex device, size_t requested) {}
   // The last storage of a device block died. True: the observer keeps the block
   // for launches still queued and gives it back with release_device_block
-  // (runtime/memory_history.h) once they ran, having said so with
+  // (runtime/allocator.h) once they ran, having said so with
   // observers::keep(+1) and keep(-1); false: the allocator takes it back now.
   virtual bool take_over_free(c10::DeviceIndex device, void* device_ptr) { return false; }
   // The program freed a block whose memory stays held for queued launches (a storage resized in place).
@@ -111,10 +129,17 @@ void on_record_stream(const c10::Stream& stream, const void* block_host_address)
 bool take_over_free(c10::DeviceIndex device, void* device_ptr);
 void on_free_held(c10::DeviceIndex device, void* device_ptr);
 void on_pinned_free(const void* block);
+void before_allocator_call();
+void after_allocator_call();
+void on_allocator_event(c10::DeviceIndex device, const char* action, const void* address, size_t bytes);
+void on_out_of_memory(c10::DeviceIndex device, size_t requested);
 void before_launch();
 void on_launch(LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph);
 void on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                      c10::ArrayRef<c10::IValue> outputs);
+void on_queued(LaunchRecord& record, const c10::Stream& stream);
+void before_record_runs(const LaunchRecord& record);
+void after_record_ran(const LaunchRecord& record, const c10::Stream& stream, bool by_host);
 void on_host_wait_begins();
 void on_host_waited_for_stream(const c10::Stream& stream);
 void on_host_waited_for_device(c10::DeviceIndex device);
@@ -166,6 +191,27 @@ inline void on_free_held(c10::DeviceIndex device, void* device_ptr) {
 inline void on_pinned_free(const void* block) {
   if (detail::watched()) detail::on_pinned_free(block);
 }
+// Brackets an allocator call for the observers (before_allocator_call / after_allocator_call).
+class AllocatorCall {
+ public:
+  AllocatorCall() : watched_(detail::watched()) {
+    if (watched_) detail::before_allocator_call();
+  }
+  ~AllocatorCall() {
+    if (watched_) detail::after_allocator_call();
+  }
+  AllocatorCall(const AllocatorCall&) = delete;
+  AllocatorCall& operator=(const AllocatorCall&) = delete;
+
+ private:
+  bool watched_;
+};
+inline void on_allocator_event(c10::DeviceIndex device, const char* action, const void* address, size_t bytes) {
+  if (detail::watched()) detail::on_allocator_event(device, action, address, bytes);
+}
+inline void on_out_of_memory(c10::DeviceIndex device, size_t requested) {
+  if (detail::watched()) detail::on_out_of_memory(device, requested);
+}
 // An observer starts (+1) or stops (-1) keeping a freed block (see take_over_free).
 inline void keep(int64_t blocks) {
   detail::kept_blocks.fetch_add(blocks, std::memory_order_relaxed);
@@ -198,6 +244,15 @@ inline void on_launch(LaunchRecord& record, const c10::Stream& stream, bool in_g
 inline void on_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                             c10::ArrayRef<c10::IValue> outputs) {
   if (detail::watched()) detail::on_reference_op(op, args, outputs);
+}
+inline void on_queued(LaunchRecord& record, const c10::Stream& stream) {
+  if (detail::watched()) detail::on_queued(record, stream);
+}
+inline void before_record_runs(const LaunchRecord& record) {
+  if (detail::watched()) detail::before_record_runs(record);
+}
+inline void after_record_ran(const LaunchRecord& record, const c10::Stream& stream, bool by_host) {
+  if (detail::watched()) detail::after_record_ran(record, stream, by_host);
 }
 inline void on_host_wait_begins() {
   if (detail::watched()) detail::on_host_wait_begins();

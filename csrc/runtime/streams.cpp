@@ -7,7 +7,6 @@
 #include "runtime/host_openmp.h"
 #include "runtime/launch_queue.h"
 #include "runtime/observers.h"
-#include "runtime/trace.h"
 
 #include <c10/util/Exception.h>
 
@@ -150,10 +149,7 @@ void LaunchSlot::commit() {
   if (captured_) {
     return;
   }
-  if (tracing()) {
-    record_->queued_ns = trace_clock_ns();
-    record_->correlation = current_correlation();
-  }
+  observers::on_queued(*record_, stream_);
   if (queue_ != nullptr) {
     queue_->publish(*record_);
     return;

@@ -5,7 +5,7 @@
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/launch_queue.h"
-#include "runtime/memory_history.h"
+#include "runtime/allocator.h"
 #include "runtime/pinned_memory.h"
 #include "runtime/streams.h"
 

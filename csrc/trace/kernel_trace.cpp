@@ -1,4 +1,7 @@
-#include "runtime/trace.h"
+#include "trace/kernel_trace.h"
+
+#include "runtime/launch_record.h"
+#include "runtime/observers.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,8 +9,6 @@
 #include <mutex>
 
 namespace simhpu {
-
-std::atomic<bool> tracing_enabled{false};
 
 namespace {
 
@@ -21,6 +22,37 @@ int readers = 0;
 const std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
 
 thread_local std::vector<uint64_t> correlations;
+thread_local int64_t kernel_started_ns = 0;  // a thread runs one record at a time
+
+void add_trace_entry(const TraceEntry& entry) {
+  std::lock_guard<std::mutex> lock(mu);
+  log->push_back(entry);
+}
+
+// What the trace sees of the runtime: each record queued to run, and each
+// kernel's run. (Records captured into a graph or a cluster are not queued.)
+class TraceLens final : public RuntimeObserver {
+ public:
+  TraceLens() { observers::subscribe(this); }
+  void on_queued(LaunchRecord& record, const c10::Stream& stream) override {
+    record.queued_ns = trace_clock_ns();
+    record.correlation = current_correlation();
+  }
+  void before_record_runs(const LaunchRecord& record) override {
+    if (record.queued_ns >= 0) kernel_started_ns = trace_clock_ns();
+  }
+  void after_record_ran(const LaunchRecord& record, const c10::Stream& stream, bool by_host) override {
+    if (record.queued_ns < 0 || record.kind != LaunchRecord::Kind::Kernel) return;
+    add_trace_entry({record.kernel->name, record.op_name, record.site.file(), record.site.line(),
+                     stream.device_index(), stream.id(), record.queued_ns, kernel_started_ns, trace_clock_ns(),
+                     record.correlation, by_host});
+  }
+};
+
+TraceLens& lens() {
+  static TraceLens* instance = new TraceLens();  // never destroyed: kernels may run at exit
+  return *instance;
+}
 
 } // namespace
 
@@ -36,8 +68,7 @@ int64_t unix_ns_of(int64_t trace_ns) {
 
 TraceMark start_trace() {
   std::lock_guard<std::mutex> lock(mu);
-  ++readers;
-  tracing_enabled = true;
+  if (readers++ == 0) observers::set_active(&lens(), true);
   return {first_entry + log->size(), trace_clock_ns()};
 }
 
@@ -49,16 +80,11 @@ std::vector<TraceEntry> stop_trace(const TraceMark& mark) {
   std::copy_if(log->begin() + std::min(from, log->size()), log->end(), std::back_inserter(out),
                [&](const TraceEntry& e) { return e.queued_ns >= mark.since_ns; });
   if (readers > 0 && --readers == 0) {
-    tracing_enabled = false;
+    observers::set_active(&lens(), false);
     first_entry += log->size();
     log->clear();
   }
   return out;
-}
-
-void add_trace_entry(const TraceEntry& entry) {
-  std::lock_guard<std::mutex> lock(mu);
-  log->push_back(entry);
 }
 
 void push_correlation(uint64_t id) {

@@ -1,12 +1,14 @@
 #pragma once
-// The runtime's own trace: for each kernel, when it was queued, started and
+// The kernel trace, a lens: for each kernel, when it was queued, started and
 // finished, on which device and stream, launched by which op and from where.
 // Two readers use it, each for a span of time, possibly nested: torch.simhpu.trace(path)
 // (a Chrome trace) and PyTorch's profiler (profiler/kineto_plugin.cpp).
+//
+// The runtime does not call it: it subscribes to the runtime's observers
+// (runtime/observers.h), active while a reader records.
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
-#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -26,10 +28,6 @@ struct TraceEntry {
   bool by_host;  // run by a host thread waiting for the stream, not by the stream's worker
 };
 
-extern std::atomic<bool> tracing_enabled;
-inline bool tracing() {
-  return tracing_enabled.load(std::memory_order_relaxed);
-}
 // Nanoseconds on a steady clock; unix_ns_of() converts its readings to the wall
 // clock PyTorch's profiler stamps host events with.
 int64_t trace_clock_ns();
@@ -44,7 +42,6 @@ struct TraceMark {
 };
 TraceMark start_trace();
 std::vector<TraceEntry> stop_trace(const TraceMark& mark);
-void add_trace_entry(const TraceEntry& entry);
 
 // The host op a launch belongs to, set by the profiler around each op on the
 // launching thread (a stack: ops nest).

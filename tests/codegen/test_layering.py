@@ -1,6 +1,7 @@
 """The runtime publishes its events and names no lens (csrc/runtime/observers.h).
 
-A lens (chaos scheduling, the stream sanitizer, simulated time) is a folder of csrc/
+A lens (chaos scheduling, the stream sanitizer, simulated time, phantom execution, the
+kernel trace, the memory history) is a folder of csrc/
 that subscribes to the runtime's observers; the layers below it (csrc/runtime,
 csrc/aten, csrc/distributed) include none of its headers, and the generated adapters
 describe their work (runtime/launch_work.h) without naming who reads it.
@@ -10,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("runtime", "aten", "distributed")
-LENSES = ("chaos", "sanitizer", "simclock")
+LENSES = ("chaos", "sanitizer", "simclock", "phantom", "trace", "memory_history")
 INCLUDE = re.compile(r'#include\s+"(\w+)/')
 
 
@@ -36,5 +37,6 @@ def test_generated_adapters_name_no_lens():
 
 
 def test_each_lens_subscribes():
-    for path in ("chaos/chaos_scheduler.cpp", "sanitizer/stream_sanitizer.cpp", "simclock/sim_clock.cpp"):
+    for path in ("chaos/chaos_scheduler.cpp", "sanitizer/stream_sanitizer.cpp", "simclock/sim_clock.cpp",
+                 "trace/kernel_trace.cpp", "memory_history/memory_history.cpp", "phantom/phantom_execution.cpp"):
         assert "observers::subscribe" in (ROOT / "csrc" / path).read_text(), path
