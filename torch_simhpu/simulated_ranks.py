@@ -13,6 +13,14 @@ nodes), and moves no data: simulated ranks run under phantom execution
 (torch_simhpu/phantom.py), where no values are computed anyway.
 
 The process has one device, simhpu:0, whatever its rank: LOCAL_RANK is 0.
+
+Where ranks differ (pipeline stages), several processes can each play one, with
+their clocks joined (csrc/simclock/joined_clocks.h): each collective's and
+transfer's simulated start is exchanged through a store they share, so a late
+rank delays its peers. Opt-in:
+
+    python -m torch_simhpu.simulation --profile h100-sxm --world 16 --rank 0,8 pipeline.py
+    SIMHPU_JOINED_RANKS=0,8 SIMHPU_JOIN_STORE=host:port ... (one process per rank, the store served elsewhere)
 """
 from __future__ import annotations
 
@@ -20,6 +28,9 @@ import os
 
 WORLD = "SIMHPU_SIMULATED_WORLD"
 RANK = "SIMHPU_SIMULATED_RANK"
+JOINED_RANKS = "SIMHPU_JOINED_RANKS"
+JOIN_STORE = "SIMHPU_JOIN_STORE"
+JOIN_TIMEOUT = "SIMHPU_JOIN_TIMEOUT"  # seconds a process waits for a joined peer to reach a call
 
 _store = None  # the store this process serves to its own init_process_group
 
@@ -47,6 +58,44 @@ def start(world_size: int, rank: int) -> None:
         "GROUP_RANK": str(rank), "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(world_size),
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_store.port), "TORCHELASTIC_USE_AGENT_STORE": "True",
     })
+    joined = joined_ranks()
+    if joined is not None:
+        _join_clocks(rank, joined)
+
+
+def parse_ranks(text: str, world_size: int | None = None, what: str = JOINED_RANKS) -> list[int]:
+    """'0,8,16' (or '0-3,8'): the ranks, each in [0, world_size) when the world is known."""
+    ranks: list[int] = []
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            first, _, last = part.partition("-")
+            ranks.extend(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise ValueError(f"{what}: expected ranks such as 0,8,16 or 0-3, got {text!r}") from None
+    if not ranks or len(set(ranks)) != len(ranks):
+        raise ValueError(f"{what}: expected distinct ranks such as 0,8,16, got {text!r}")
+    if world_size is not None and not all(0 <= r < world_size for r in ranks):
+        raise ValueError(f"{what}: every rank must be in [0, {world_size}), got {text!r}")
+    return ranks
+
+
+def joined_ranks() -> list[int] | None:
+    """The ranks whose processes join their clocks (SIMHPU_JOINED_RANKS), or None."""
+    text = os.environ.get(JOINED_RANKS, "").strip()
+    return parse_ranks(text, world()) if text else None
+
+
+def _join_clocks(rank: int, ranks: list[int]) -> None:
+    from torch_simhpu import _C
+
+    address = os.environ.get(JOIN_STORE, "").strip()
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{JOINED_RANKS} is set: {JOIN_STORE} must give the shared store as host:port, got {address!r}")
+    if rank not in ranks:
+        raise ValueError(f"{JOINED_RANKS}={os.environ[JOINED_RANKS]}: this process plays rank {rank}, which is not "
+                         "among them")
+    _C._simclock_join(host, int(port), rank, ranks, float(os.environ.get(JOIN_TIMEOUT, "300") or 300))
 
 
 def _start_from_environment() -> None:

@@ -268,7 +268,7 @@ class Launch:
     launched: float
     start: float
     end: float
-    cause: str      # what its start waited for: stream, event or host
+    cause: str      # what its start waited for: stream, event, host or peer (a joined process's rank)
     after: int      # the launch that ended then (-1: the host)
 
     @property
@@ -369,9 +369,17 @@ class Simulation:
 
     def waiting_for_host(self) -> float:
         """Simulated seconds the device (no stream running) sat idle until the host launched its next kernel."""
+        return self._idle_until("host")
+
+    def waiting_for_peers(self) -> float:
+        """Simulated seconds the device sat idle until a joined peer (another process's rank) reached a
+        collective or transfer with it (simulated_ranks.py: joined clocks)."""
+        return self._idle_until("peer")
+
+    def _idle_until(self, cause: str) -> float:
         idle, covered_to = 0.0, self.begin
         for x in sorted(self.kernels(), key=lambda k: k.start):
-            if x.start > covered_to and x.cause == "host":
+            if x.start > covered_to and x.cause == cause:
                 idle += x.start - covered_to
             covered_to = max(covered_to, x.end)
         return idle
@@ -382,7 +390,10 @@ class Simulation:
             return "nothing ran"
         if busy / self.span >= 0.5:
             return "device-bound"
-        return "host-bound" if self.waiting_for_host() >= (self.span - busy) / 2 else "wait-bound"
+        idle = self.span - busy
+        if self.waiting_for_peers() >= idle / 2:
+            return "peer-bound"
+        return "host-bound" if self.waiting_for_host() >= idle / 2 else "wait-bound"
 
     def operators(self) -> list[dict]:
         """Per operator: launches, simulated time, FLOPs, bytes, what bounds it most, mean fraction of peak."""
@@ -475,15 +486,15 @@ class Simulation:
 
     def critical_path_breakdown(self) -> dict[str, float]:
         """Simulated seconds of the critical path by what took them: compute, communication,
-        copies, and the gaps where its next launch waited for the host."""
+        copies, and the gaps where its next launch waited for the host or for a joined peer."""
         path = self.critical_path()
-        out = dict.fromkeys(("compute", "communication", "copies", "host"), 0.0)
+        out = dict.fromkeys(("compute", "communication", "copies", "host", "peers"), 0.0)
         previous_end = self.begin
         for x in path:
             kind = {"vector": "compute", "matrix": "compute", "collective": "communication"}.get(x.work, "copies")
             out[kind] += x.duration
-            if x.cause == "host":
-                out["host"] += max(0.0, x.start - previous_end)
+            if x.cause in ("host", "peer"):
+                out[{"host": "host", "peer": "peers"}[x.cause]] += max(0.0, x.start - previous_end)
             previous_end = x.end
         return out
 
@@ -538,7 +549,9 @@ class Simulation:
                  f"simulated on {self.profile}: {_t(self.span)} from the block's start to its end "
                  f"({len(self.kernels())} kernels{', phantom: none ran' if self.phantom else ''})",
                  f"device busy {_pct(busy, self.span)}, idle waiting for the host's launches "
-                 f"{_pct(self.waiting_for_host(), self.span)}: {self.verdict()}",
+                 f"{_pct(self.waiting_for_host(), self.span)}"
+                 + (f", for joined peers {_pct(self.waiting_for_peers(), self.span)}"
+                    if self.waiting_for_peers() > 0 else "") + f": {self.verdict()}",
                  *self._step_lines(),
                  *self._planner_lines(),
                  "",
@@ -559,7 +572,8 @@ class Simulation:
                           f"{_t(sum(x.duration for x in path))} of kernels, starting when the host launched "
                           f"{path[0].op} at {_t(path[0].launched - self.begin)}; most of it:"]
             split = self.critical_path_breakdown()
-            lines.append("  by kind: " + ", ".join(f"{kind} {_t(seconds)}" for kind, seconds in split.items()))
+            lines.append("  by kind: " + ", ".join(f"{kind} {_t(seconds)}" for kind, seconds in split.items()
+                                                    if seconds > 0 or kind != "peers"))
             for op, seconds in on_path.most_common(5):
                 lines.append(f"  {op:<44} {_t(seconds):>10}")
         coll = self.collectives()
@@ -708,7 +722,9 @@ def main(argv: list[str] | None = None) -> int:
                              "the default without --world)")
     parser.add_argument("--world", type=int, help="simulated ranks: play one rank of a world this large "
                                                   "(see torch_simhpu/simulated_ranks.py; phantom execution)")
-    parser.add_argument("--rank", type=int, default=0, help="the rank this process plays, with --world")
+    parser.add_argument("--rank", default="0",
+                        help="the rank this process plays, with --world; several (0,8 or 0-3): one process each, "
+                             "their clocks joined, so a late rank delays its peers (pipeline stages)")
     parser.add_argument("--tokens-per-step", type=int, help="tokens one optimizer step trains on, per device: "
                                                                "the report gives tokens/s")
     parser.add_argument("--flops-per-token", type=float,
@@ -734,8 +750,21 @@ def main(argv: list[str] | None = None) -> int:
     if options.world is not None:
         if options.execute:
             parser.error("--world runs under phantom execution: the absent ranks compute no values (drop --execute)")
-        simulated_ranks.start(options.world, options.rank)
+        try:
+            ranks = simulated_ranks.parse_ranks(options.rank, options.world, what="--rank")
+        except ValueError as error:
+            parser.error(str(error))
+        if len(ranks) > 1 and simulated_ranks.JOINED_RANKS not in os.environ:
+            return _run_joined(argv, ranks)
+        if len(ranks) > 1:  # one of the processes _run_joined started: its rank is in the environment
+            ranks = [int(os.environ[simulated_ranks.RANK])]
+            if options.html:
+                page = Path(options.html)
+                options.html = str(page.with_name(f"{page.stem}.rank{ranks[0]}{page.suffix}"))
+        simulated_ranks.start(options.world, ranks[0])
         options.execute = False
+    elif options.rank != "0":
+        parser.error("--rank needs --world")
     sys.argv = [options.script or options.module, *options.args]
     with simulate(options.profile, host_time=options.host_time, execute=options.execute is not False,
                   values=options.values, tokens_per_step=options.tokens_per_step,
@@ -751,6 +780,44 @@ def main(argv: list[str] | None = None) -> int:
     print(run.report(options.top))
     if options.html:
         print(f"report written to {run.write_html(options.html, options.top)}")
+    return 0
+
+
+def _run_joined(argv: list[str], ranks: list[int]) -> int:
+    """One process a rank, their clocks joined through a store served here; their reports in rank order."""
+    import subprocess
+    import tempfile
+    import time
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    environment = {**os.environ, simulated_ranks.JOINED_RANKS: ",".join(map(str, ranks)),
+                   simulated_ranks.JOIN_STORE: f"127.0.0.1:{store.port}"}
+    with tempfile.TemporaryDirectory(prefix="simhpu-joined-") as folder:
+        outputs = {rank: open(Path(folder) / f"rank{rank}.out", "w+") for rank in ranks}
+        processes = {rank: subprocess.Popen([sys.executable, "-m", "torch_simhpu.simulation", *argv],
+                                            env={**environment, simulated_ranks.RANK: str(rank)},
+                                            stdout=outputs[rank])
+                     for rank in ranks}
+        failed = None
+        while failed is None and any(p.poll() is None for p in processes.values()):
+            failed = next((rank for rank, p in processes.items() if p.poll() not in (None, 0)), None)
+            time.sleep(0.05)
+        failed = failed if failed is not None else next((r for r, p in processes.items() if p.returncode), None)
+        for process in processes.values():  # (a failed rank's peers would wait for it until their timeout)
+            if process.poll() is None:
+                process.terminate()
+            process.wait()
+        for rank in ranks:
+            outputs[rank].seek(0)
+            print(f"== rank {rank} ==")
+            print(outputs[rank].read(), end="", flush=True)
+            outputs[rank].close()
+    if failed is not None:
+        print(f"rank {failed} failed (exit status {processes[failed].returncode}); the others were stopped",
+              file=sys.stderr)
+        return processes[failed].returncode or 1
     return 0
 
 

@@ -44,6 +44,8 @@ void TransportOrder::done(uint64_t ticket) {
 
 namespace {
 
+LaunchWork collective_work(const CollectiveCall& call);  // (below)
+
 // What the launching thread, the communication worker and the Work share
 // about one operation.
 struct Operation {
@@ -277,8 +279,9 @@ class CollectiveWork final : public c10d::Work {
     block_on_event(end_event_, stream);  // the transfer has started (see launch_collective)
     const LaunchSite site = capture_launch_site();
     if (observers::watched()) {
-      LaunchWork marker;  // the transfer's work is the start record's
+      LaunchWork marker = collective_work(op_->call);  // the transfer's work is the start record's
       marker.work = simhpu::Work::Marker;
+      marker.completes = true;
       describe_next_launch(marker);
     }
     LaunchSlot slot(stream);
@@ -333,6 +336,11 @@ LaunchWork collective_work(const CollectiveCall& call) {
   cost.ranks = call.ranks;
   cost.first_rank = call.first_rank;
   cost.rank_stride = call.rank_stride;
+  cost.group = call.group;
+  cost.call_index = call.call_index;
+  cost.members = call.members;
+  cost.peer = call.peer;
+  cost.sends = call.type == c10d::OpType::SEND;
   // (in-place collectives name their buffer as outputs only)
   cost.bytes = std::max(total_bytes(call.inputs), total_bytes(call.outputs));
   OpType type = call.type;

@@ -71,6 +71,10 @@ struct CollectiveCall {
   bool blocks_host = false;  // barrier: wait() returns once every rank has arrived
   int ranks = 1;  // the group's size (simulated time prices the collective by it)
   int first_rank = 0, rank_stride = 1;  // where the group sits in the world (launch_work.h)
+  // Which call of which group this is, alike in every process (launch_work.h).
+  uint64_t group = 0, call_index = 0;
+  const std::vector<int64_t>* members = nullptr;
+  int peer = -1;  // point to point: the peer's world rank (-1: any)
 };
 
 // Queues `call` on the communication stream of its tensors' device and

@@ -229,6 +229,28 @@ int next_group_channel() {
   static std::atomic<int> groups{0};
   return groups.fetch_add(1, std::memory_order_relaxed);
 }
+
+// A key for a group that every process of the world computes alike: its
+// members, and how many groups of the same members this process made before
+// (torch.distributed makes groups in the same order on every rank).
+uint64_t group_key_of(const std::vector<int64_t>& world_ranks) {
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, uint64_t> made;
+  uint64_t ordinal = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ordinal = made[world_ranks]++;
+  }
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&](uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash = (hash ^ ((value >> (8 * byte)) & 0xff)) * 1099511628211ull;
+    }
+  };
+  for (int64_t rank : world_ranks) mix(static_cast<uint64_t>(rank));
+  mix(ordinal);
+  return hash == 0 ? 1 : hash;
+}
 } // namespace
 
 ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
@@ -241,6 +263,11 @@ ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transpo
   TORCH_CHECK(transport_, "simccl: no transport process group");
   TORCH_CHECK(world_ranks.empty() || static_cast<int>(world_ranks.size()) == size, "simccl: ", world_ranks.size(),
               " world ranks given for a group of ", size);
+  world_ranks_ = world_ranks;
+  if (world_ranks_.empty()) {
+    for (int r = 0; r < size; ++r) world_ranks_.push_back(r);
+  }
+  group_key_ = group_key_of(world_ranks_);
   if (world_ranks.size() > 1) {
     std::vector<int64_t> sorted = world_ranks;
     std::sort(sorted.begin(), sorted.end());
@@ -266,6 +293,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::launch(CollectiveCall call) {
   call.ranks = size_;
   call.first_rank = first_rank_;
   call.rank_stride = rank_stride_;
+  call.group = group_key_;
+  call.members = &world_ranks_;
+  if (!call.point_to_point) {
+    call.call_index = calls_.fetch_add(1, std::memory_order_relaxed);
+  }
   return launch_collective(order_, rank_, rank_description_, std::move(call));
 }
 
@@ -509,12 +541,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall(Tensors& outputs, Te
   return launch(std::move(call));
 }
 
+void ProcessGroupSimHPU::address_point_to_point(CollectiveCall& call, int peer, bool sends) {
+  if (peer < 0 || peer >= size_) return;  // (the transport says what is wrong with it)
+  call.peer = static_cast<int>(world_ranks_[static_cast<size_t>(peer)]);
+  std::lock_guard<std::mutex> lock(point_to_point_mu_);
+  call.call_index = point_to_point_calls_[{peer, sends}]++;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::send(Tensors& tensors, int dst_rank, int tag) {
   if (placement_of("send", {&tensors}) == Placement::Host) {
     return in_group_order(*order_, [&] { return transport_->send(tensors, dst_rank, tag); });
   }
   CollectiveCall call{"send", c10d::OpType::SEND, tensors, {}};
   call.point_to_point = true;
+  address_point_to_point(call, dst_rank, /*sends=*/true);
   call.start = [transport = transport_, views = host_views(tensors), dst_rank, tag]() mutable {
     return transport->send(views, dst_rank, tag);
   };
@@ -527,6 +567,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::recv(Tensors& tensors, int sr
   }
   CollectiveCall call{"recv", c10d::OpType::RECV, {}, tensors};
   call.point_to_point = true;
+  address_point_to_point(call, src_rank, /*sends=*/false);
   call.start = [transport = transport_, views = host_views(tensors), src_rank, tag]() mutable {
     return transport->recv(views, src_rank, tag);
   };

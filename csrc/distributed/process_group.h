@@ -17,6 +17,9 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <memory>
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -78,11 +81,18 @@ class ProcessGroupSimHPU final : public c10d::Backend {
 
  private:
   c10::intrusive_ptr<c10d::Work> launch(CollectiveCall call);
+  // Which of the calls between this rank and `peer` (a group rank) a send or recv is.
+  void address_point_to_point(CollectiveCall& call, int peer, bool sends);
 
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::shared_ptr<TransportOrder> order_;  // (and the group's communication stream)
   std::string rank_description_;  // "rank 0 of 2"
   int first_rank_ = 0, rank_stride_ = 1;  // where the group sits in the world (see CollectiveCall)
+  std::vector<int64_t> world_ranks_;  // the members' world ranks, by group rank
+  uint64_t group_key_ = 0;  // the same in every process of the world (launch_work.h)
+  std::atomic<uint64_t> calls_{0};
+  std::mutex point_to_point_mu_;
+  std::map<std::pair<int, bool>, uint64_t> point_to_point_calls_;  // by (peer, sends)
   bool simulated_peers_ = false;
 };
 

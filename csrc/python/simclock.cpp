@@ -1,5 +1,6 @@
 #include "python/simclock.h"
 
+#include "simclock/joined_clocks.h"
 #include "simclock/sim_clock.h"
 
 #include <torch/csrc/utils/pybind.h>
@@ -105,6 +106,7 @@ py::tuple entry_tuple(const simclock::Entry& e) {
                         e.bytes, e.peak_fraction, e.launched, e.start, e.end,
                         e.cause == simclock::Entry::Cause::Host     ? "host"
                         : e.cause == simclock::Entry::Cause::Event ? "event"
+                        : e.cause == simclock::Entry::Cause::Peer  ? "peer"
                                                                    : "stream",
                         e.after);
 }
@@ -123,6 +125,13 @@ void bind_simclock(py::module_& m) {
   m.def("_simclock_set_host_time", [](int mode) { simclock::set_host_time(static_cast<simclock::HostTime>(mode)); });
   m.def("_simclock_host_time", [] { return static_cast<int>(simclock::host_time_mode()); });
   m.def("_simclock_host_now", &simclock::host_now);
+  m.def("_simclock_join", [](const std::string& host, int port, int64_t rank, std::vector<int64_t> ranks,
+                             double timeout_seconds) {
+    const py::gil_scoped_release no_gil;  // (connecting may wait for the store)
+    simclock::joined::join(host, port, rank, std::move(ranks),
+                           std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
+  });
+  m.def("_simclock_leave", &simclock::joined::leave);
   m.def("_simclock_stream_now", [](int64_t device, int64_t stream) {
     return simclock::stream_now(c10::Stream(c10::Stream::UNSAFE,
                                             c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),

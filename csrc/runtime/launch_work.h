@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace simhpu {
 
@@ -39,6 +40,17 @@ struct LaunchWork {
   // group of 8 at stride 1 fits in a node; a data-parallel group at stride 8 spans nodes.
   int first_rank = 0;
   int rank_stride = 1;
+  // Which call of which group this is, alike in every process of the world: the
+  // group (a hash of its world ranks and of how many groups with these ranks came
+  // before) and the call's place among its group's calls; for point to point,
+  // the peer's world rank and the place among the calls between the two in that
+  // direction. Valid during the launch: `members`, the group's world ranks.
+  uint64_t group = 0;
+  uint64_t call_index = 0;
+  const std::vector<int64_t>* members = nullptr;
+  int peer = -1;
+  bool sends = false;
+  bool completes = false;  // the completion of a point-to-point operation (a marker)
   double seconds = -1;  // a kernel whose duration is known (a diagnostic that occupies the device): that long
 };
 

@@ -1,5 +1,7 @@
 #include "simclock/sim_clock.h"
 
+#include "simclock/joined_clocks.h"
+
 #include "runtime/capture.h"
 #include "runtime/launch_queue.h"
 #include "runtime/observers.h"
@@ -9,7 +11,9 @@
 
 #include <algorithm>
 #include <ctime>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,6 +29,7 @@ struct StreamClock {
   double time = 0;
   int64_t last = -1;        // the entry that ended at `time` (-1: none, or the host)
   bool set_by_event = false;  // `time` came from an event another stream recorded
+  bool set_by_peer = false;   // `time` came from a joined process (joined_clocks.h)
 };
 
 struct EventTime {
@@ -42,6 +47,13 @@ struct State {
   std::unordered_map<const void*, EventTime> events;
   // What launches captured into graphs do, by captured record (timed at replay).
   std::unordered_map<const LaunchRecord*, LaunchWork> captured;
+  // Point-to-point transfers with their other end in a joined process, from
+  // their launch to their completion (joined_clocks.h), by (group, peer, sends, call).
+  struct Transfer {
+    double ready, seconds;
+    uint64_t stream;
+  };
+  std::map<std::tuple<uint64_t, int, bool, uint64_t>, Transfer> transfers;
   int64_t next_entry = 0;
   int readers = 0;
   uint64_t first_logged = 0;  // the entry number of log[0]
@@ -122,6 +134,20 @@ void host_waits_until(State& s, double device_time) {
   last_cpu = thread_cpu_seconds();  // what waiting took is not the host's time
 }
 
+// A point-to-point transfer with a joined peer ends once both ends were ready and
+// it has moved its bytes; the stream that waits for its completion (`clock`) and
+// the one it was started on move there.
+void complete_transfer(State& s, const LaunchWork& c, const LaunchRecord& record, StreamClock& clock) {
+  auto it = s.transfers.find({c.group, c.peer, c.sends, c.call_index});
+  if (it == s.transfers.end()) return;  // (not a joined transfer)
+  const State::Transfer transfer = it->second;
+  s.transfers.erase(it);
+  const double end = std::max(transfer.ready, joined::peer_ready(record.op_name, c)) + transfer.seconds;
+  StreamClock& started_on = s.streams[transfer.stream];
+  if (end > started_on.time) started_on = StreamClock{end, -1, false, true};
+  if (end > clock.time) clock = StreamClock{end, -1, false, true};
+}
+
 // Times one record (kernel or marker) launched at host time `host` on `stream`.
 void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream, double host,
                  const LaunchWork* work) {
@@ -150,19 +176,38 @@ void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream
   }
   LaunchWork c = work != nullptr ? *work : LaunchWork{};
   complete_from_record(c, record);
+  if (c.completes) {
+    complete_transfer(s, c, record, clock);
+  }
   const Timing timing = time_of(c, p);
   const bool host_bound = ready > clock.time;
-  const double start = std::max(clock.time, ready);
-  const Entry::Cause cause = host_bound ? Entry::Cause::Host
-                                        : clock.set_by_event ? Entry::Cause::Event : Entry::Cause::Stream;
+  double start = std::max(clock.time, ready);
+  const double own_start = start;
+  bool transfer_started = false;
+  if (c.work == Work::Collective && joined::active() && joined::joined_call(c)) {
+    if (c.collective == CollectiveKind::PointToPoint) {
+      // It runs once the other end is ready too: its completion places it (complete_transfer).
+      joined::transfer_ready(c, start);
+      s.transfers[{c.group, c.peer, c.sends, c.call_index}] = State::Transfer{start, timing.seconds, key_of(stream)};
+      transfer_started = true;
+    } else {
+      start = joined::collective_start(record.op_name, c, start);
+    }
+  }
+  const bool peer_bound = start > own_start || (!host_bound && clock.set_by_peer);
+  const Entry::Cause cause = peer_bound ? Entry::Cause::Peer
+                             : host_bound ? Entry::Cause::Host
+                             : clock.set_by_event ? Entry::Cause::Event : Entry::Cause::Stream;
   const int64_t id = s.next_entry++;
   if (s.readers > 0) {
     s.log.push_back(Entry{record.op_name, record.kernel != nullptr ? record.kernel->name : "",
                           record.site, stream.device_index(), stream.id(), c.work,
                           timing.bound, c.collective, c.ranks, c.dtype, c.flops, c.bytes, timing.peak_fraction, host, start,
-                          start + timing.seconds, cause, host_bound ? -1 : clock.last});
+                          start + timing.seconds, cause, host_bound || peer_bound ? -1 : clock.last});
   }
-  clock = StreamClock{start + timing.seconds, id, false};
+  // (A marker passes a peer's delay on to the kernel after it, which is what waited.)
+  clock = StreamClock{transfer_started ? start : start + timing.seconds, id, false,
+                      peer_bound && c.work == Work::Marker};
 }
 
 void on_launch(const LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph);
@@ -221,6 +266,7 @@ void set_profile(std::optional<DeviceProfile> profile) {
   s.streams.clear();
   s.events.clear();
   s.captured.clear();
+  s.transfers.clear();
   detail::on.store(s.profile.has_value());
   observers::set_active(&lens(), s.profile.has_value());
 }

@@ -81,8 +81,9 @@ struct Entry {
   double flops, bytes, peak_fraction;
   double launched, start, end;  // simulated seconds
   // What the start waited for: the stream's previous work, an event (another
-  // stream) or the host's launch; `after` is the entry that ended then (-1: the host).
-  enum class Cause : uint8_t { Stream, Event, Host } cause;
+  // stream), the host's launch or a joined peer (joined_clocks.h); `after` is
+  // the entry that ended then (-1: the host or a peer).
+  enum class Cause : uint8_t { Stream, Event, Host, Peer } cause;
   int64_t after;
 };
 

@@ -147,11 +147,11 @@ def test_the_critical_path_is_split_by_kind():
                      ("mm", "matrix", 0, 2.5, 3.0, "host", -1)])
     assert [x.id for x in sim.critical_path()] == [2]  # (started by the host: the chain ends there)
     assert sim.critical_path_breakdown() == {"compute": 0.5, "communication": 0.0, "copies": 0.0,
-                                             "host": pytest.approx(2.5)}
+                                             "host": pytest.approx(2.5), "peers": 0.0}
     sim = synthetic([("mm", "matrix", 0, 0.5, 1.0, "host", -1),
                      ("all_reduce", "collective", 5, 1.0, 2.0, "event", 0),
                      ("mm", "matrix", 0, 2.0, 3.0, "event", 1)])
-    assert sim.critical_path_breakdown() == {"compute": 1.5, "communication": 1.0, "copies": 0.0, "host": 0.5}
+    assert sim.critical_path_breakdown() == {"compute": 1.5, "communication": 1.0, "copies": 0.0, "host": 0.5, "peers": 0.0}
 
 
 def test_fsdp_memory_names_its_communication_buffers_and_steps_report_exposed_communication(tmp_path):

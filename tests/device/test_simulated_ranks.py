@@ -77,7 +77,7 @@ def test_environment_variables_need_phantom_execution(tmp_path):
 def test_simulated_ranks_refuse_execution_and_a_rank_outside_the_world(tmp_path):
     (tmp_path / "train.py").write_text("print('ran')\n")
     for args, expected in ((["--world", "8", "--execute"], "--world runs under phantom execution"),
-                           (["--world", "8", "--rank", "8"], "the rank must be in [0, 8)")):
+                           (["--world", "8", "--rank", "8"], "--rank: every rank must be in [0, 8)")):
         out = run_python("import sys; from torch_simhpu.simulation import main; "
                          f"sys.exit(main(['--profile', 'h100-sxm', *{args!r}, 'train.py']))", cwd=tmp_path)
         assert out.returncode != 0 and expected in out.stderr and "ran" not in out.stdout, out.stderr[-2000:]

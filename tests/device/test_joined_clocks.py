@@ -1,0 +1,106 @@
+"""Joined clocks (csrc/simclock/joined_clocks.h): several processes, each playing
+one rank of a simulated world, exchange when their collectives and transfers
+start, so a rank that reaches one late delays its peers there, as on the parts.
+Each process runs under phantom execution; the figures compared are simulated
+milliseconds the script measures with events."""
+import re
+
+from tests.helpers import run_python
+
+SCRIPT = r'''
+import sys
+import torch, torch.distributed as dist
+
+dist.init_process_group()
+rank, mode = dist.get_rank(), sys.argv[1]
+peer = 4 - rank  # ranks 0 and 4 of 8 play: the first ranks of two pipeline stages
+
+def compute(n):
+    x = torch.randn(4096, 4096, device="simhpu")
+    for _ in range(n):
+        x = x @ x
+    return x
+
+begin, end = torch.simhpu.Event(enable_timing=True), torch.simhpu.Event(enable_timing=True)
+begin.record()
+if mode == "collective":
+    x = compute(20) if rank == 4 else torch.randn(4096, 4096, device="simhpu")
+    dist.all_reduce(x)  # over all 8: six members no process plays are on time
+elif mode == "pipeline":
+    if rank == 0:
+        dist.send(compute(10), 4)
+    else:
+        y = torch.empty(4096, 4096, device="simhpu")
+        dist.recv(y, 0)
+        y @ y
+elif mode == "both-ways":  # each sends before it receives, in one batch
+    out = compute(10) if rank == 0 else torch.randn(4096, 4096, device="simhpu")
+    into = torch.empty_like(out)
+    for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, into, peer)]):
+        work.wait()
+elif mode == "leaves-early" and rank == 4:
+    sys.exit(0)
+elif mode == "leaves-early":
+    dist.all_reduce(torch.ones(4, device="simhpu"))
+end.record()
+end.synchronize()
+print(f"ELAPSED {rank} {begin.elapsed_time(end):.3f}")
+'''
+
+ONE_MATMUL_MS = 2 * 4096 ** 3 / 100e12 * 1e3  # a 4096² float32 matmul takes at least this on the h100 profile (< 100 TF/s)
+
+
+def run(tmp_path, mode, *extra, **env):
+    (tmp_path / "stages.py").write_text(SCRIPT)
+    code = ("import sys; from torch_simhpu.simulation import main; "
+            f"sys.exit(main(['--profile', 'h100-sxm', '--world', '8', '--rank', '0,4', *{list(extra)!r}, "
+            f"'stages.py', {mode!r}]))")
+    return run_python(code, cwd=tmp_path, **env)
+
+
+def elapsed(out):
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = {int(rank): float(ms) for rank, ms in re.findall(r"ELAPSED (\d+) ([\d.]+)", out.stdout)}
+    assert sorted(found) == [0, 4], out.stdout[-3000:]
+    return found
+
+
+def test_a_late_rank_delays_its_peers_collective(tmp_path):
+    ms = elapsed(run(tmp_path, "collective"))
+    # Rank 0 launches nothing but the all-reduce: only rank 4's 20 matmuls before it make it this late.
+    assert ms[0] > 20 * ONE_MATMUL_MS
+    assert abs(ms[0] - ms[4]) < ONE_MATMUL_MS  # both finish it together
+
+
+def test_a_pipeline_stage_waits_for_what_the_stage_before_sends(tmp_path):
+    out = run(tmp_path, "pipeline")
+    ms = elapsed(out)
+    assert ms[4] > ms[0] + 0.9 * ONE_MATMUL_MS  # rank 0's 10 matmuls and the transfer, then rank 4's own
+    assert ms[0] > 10 * ONE_MATMUL_MS
+    assert "for joined peers" in out.stdout.split("== rank 4 ==")[1]  # what kept stage 2 idle, in its report
+
+
+def test_sends_and_receives_both_ways_in_one_batch_do_not_wait_on_each_other(tmp_path):
+    ms = elapsed(run(tmp_path, "both-ways"))
+    assert ms[4] > 10 * ONE_MATMUL_MS  # rank 4's receive waited for rank 0's late send
+
+
+def test_a_rank_that_never_reaches_a_collective_is_named_after_the_timeout(tmp_path):
+    out = run(tmp_path, "leaves-early", SIMHPU_JOIN_TIMEOUT="3")
+    assert out.returncode != 0
+    assert "joined clocks: all_reduce (call 0 of its group) on rank 0: rank 4 did not reach it within 3 s" in out.stderr
+    assert "rank 0 failed" in out.stderr
+
+
+def test_joined_ranks_are_checked(tmp_path):
+    (tmp_path / "stages.py").write_text("print('ran')\n")
+    for args, expected in ((["--world", "8", "--rank", "0,0"], "--rank: expected distinct ranks"),
+                           (["--world", "8", "--rank", "0,8"], "--rank: every rank must be in [0, 8)"),
+                           (["--world", "8", "--rank", "0,x"], "--rank: expected ranks such as 0,8,16"),
+                           (["--rank", "1"], "--rank needs --world")):
+        out = run_python("import sys; from torch_simhpu.simulation import main; "
+                         f"sys.exit(main(['--profile', 'h100-sxm', *{args!r}, 'stages.py']))", cwd=tmp_path)
+        assert out.returncode != 0 and expected in out.stderr and "ran" not in out.stdout, out.stderr[-2000:]
+    out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_DEVICE_PROFILE="h100-sxm", SIMHPU_EXECUTE="0",
+                     SIMHPU_SIMULATED_WORLD="8", SIMHPU_JOINED_RANKS="0,4")
+    assert out.returncode != 0 and "SIMHPU_JOIN_STORE must give the shared store as host:port" in out.stderr
