@@ -21,6 +21,9 @@ rank delays its peers. Opt-in:
 
     python -m torch_simhpu.simulation --profile h100-sxm --world 16 --rank 0,8 pipeline.py
     SIMHPU_JOINED_RANKS=0,8 SIMHPU_JOIN_STORE=host:port ... (one process per rank, the store served elsewhere)
+
+The same variables join the clocks of a world whose ranks all run (torchrun, execution on): each
+process's rank is then torchrun's RANK.
 """
 from __future__ import annotations
 
@@ -99,9 +102,19 @@ def _join_clocks(rank: int, ranks: list[int]) -> None:
 
 
 def _start_from_environment() -> None:
-    """SIMHPU_SIMULATED_WORLD=N (SIMHPU_SIMULATED_RANK=r, 0 by default)."""
+    """SIMHPU_SIMULATED_WORLD=N (SIMHPU_SIMULATED_RANK=r, 0 by default); or, in a world whose ranks are
+    all real processes (torchrun's RANK), SIMHPU_JOINED_RANKS alone joins their simulated clocks."""
     size = world()
-    if size is None or _store is not None:
+    if size is None:
+        joined = joined_ranks()
+        if joined is not None and _store is None and RANK not in os.environ:  # (else the command starts it)
+            rank = os.environ.get("RANK", "").strip()
+            if not rank.isdigit():
+                raise ValueError(f"{JOINED_RANKS} is set: this process's rank is RANK (as torchrun sets it) or "
+                                 f"{RANK} with {WORLD}; neither is set")
+            _join_clocks(int(rank), joined)
+        return
+    if _store is not None:
         return
     from torch_simhpu import phantom  # (started from the environment just before: see _device_registration)
 

@@ -104,3 +104,50 @@ def test_joined_ranks_are_checked(tmp_path):
     out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_DEVICE_PROFILE="h100-sxm", SIMHPU_EXECUTE="0",
                      SIMHPU_SIMULATED_WORLD="8", SIMHPU_JOINED_RANKS="0,4")
     assert out.returncode != 0 and "SIMHPU_JOIN_STORE must give the shared store as host:port" in out.stderr
+
+
+PIPELINING = r'''
+import torch, torch.distributed as dist
+from torch import nn
+from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+dist.init_process_group(device_id=torch.device("simhpu", 0))
+rank, dev = dist.get_rank(), torch.device("simhpu", 0)
+model = nn.Sequential(*[nn.Linear(512, 512) for _ in range(8 if rank == 0 else 1)]).to(dev)  # stage 0 is slow
+schedule = ScheduleGPipe(PipelineStage(model, rank, 2, dev), n_microbatches=4,
+                         loss_fn=lambda y, t: (y - t).square().mean())
+x, target = torch.randn(64, 512, device=dev), torch.randn(64, 512, device=dev)
+with torch.simhpu.simulate("h100-sxm", host_time="modelled") as sim:
+    schedule.step(x) if rank == 0 else schedule.step(target=target, losses=[])
+    torch.simhpu.synchronize()
+print(f"RANK {rank} BUSY {sim.busy()} PEERS {sim.waiting_for_peers()}")
+dist.destroy_process_group()
+'''
+
+
+def test_pytorch_pipelining_runs_with_the_stages_clocks_joined(tmp_path):
+    """torch.distributed.pipelining's GPipe schedule, two real processes (execution on): with
+    SIMHPU_JOINED_RANKS alone, the light last stage waits in simulated time for the slow first."""
+    import os
+    import subprocess
+    import sys
+
+    import torch.distributed as dist
+
+    from tests.rank_pool import free_port
+
+    (tmp_path / "stages.py").write_text(PIPELINING)
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    port = free_port()
+    ranks = [subprocess.Popen([sys.executable, "stages.py"], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0",
+                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), SIMHPU_JOINED_RANKS="0,1",
+                                       SIMHPU_JOIN_STORE=f"127.0.0.1:{store.port}", SIMHPU_JOIN_TIMEOUT="60"))
+             for rank in (0, 1)]
+    outputs = [p.communicate(timeout=120) for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), "\n".join(err[-2000:] for _, err in outputs)
+    found = {int(r): (float(busy), float(peers))
+             for out, _ in outputs for r, busy, peers in re.findall(r"RANK (\d) BUSY (\S+) PEERS (\S+)", out)}
+    busy, peers = found[1]
+    assert peers > busy > 0  # stage 1 sat idle for stage 0's eight layers longer than it computed its one
