@@ -122,6 +122,39 @@ def _fake_process_group() -> None:
         capable.append(DEVICE_TYPE)
 
 
+def gloo_groups_without_peers() -> None:
+    """torch.distributed.distributed_c10d._new_process_group_helper: gloo's groups under simulated ranks.
+
+    Called by torch_simhpu/simulated_ranks.py only. A gloo group ("gloo", "cpu:gloo,simhpu:simccl",
+    new_group(backend="gloo"): CPU offload, async checkpointing) connects to every member before it
+    returns, and the members of a simulated world are not there: init_process_group would wait until
+    its timeout. PyTorch builds gloo groups by name, with no hook, so the name is changed on the way
+    in: simccl serves the group's CPU tensors too, over a transport that completes at once
+    (torch_simhpu/distributed.py), as it serves the device's.
+    """
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed import distributed_c10d
+
+    helper = distributed_c10d._new_process_group_helper
+    if getattr(helper, "_simhpu_without_gloo", False):
+        return
+
+    def without_gloo(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
+        return helper(group_size, group_rank, global_ranks_in_group, _gloo_to_simccl(backend), *args, **kwargs)
+
+    without_gloo._simhpu_without_gloo = True
+    distributed_c10d._new_process_group_helper = without_gloo
+
+
+def _gloo_to_simccl(backend):
+    if not isinstance(backend, str) or "gloo" not in backend.lower():
+        return backend
+    pairs = [part.strip() for part in backend.split(",")]
+    return ",".join(part.rpartition(":")[0] + (":" if ":" in part else "") + "simccl"
+                    if part.rpartition(":")[2].lower() == "gloo" else part for part in pairs)
+
+
 def _flex_attention_devices() -> None:
     """torch.nn.attention.flex_attention._validate_device: the devices flex_attention accepts.
 

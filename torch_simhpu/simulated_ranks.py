@@ -52,6 +52,9 @@ def start(world_size: int, rank: int) -> None:
                          f"got rank {rank} of {world_size}")
     import torch.distributed as dist
 
+    from torch_simhpu import _pytorch_gaps
+
+    _pytorch_gaps.gloo_groups_without_peers()
     # A store served here; the script's env:// rendezvous connects to it as to a
     # torchelastic agent's, so nothing waits for the ranks that are not there.
     _store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)

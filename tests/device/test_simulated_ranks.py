@@ -160,3 +160,23 @@ def test_a_compiled_fsdp_model_runs_unchanged_on_a_simulated_rank(tmp_path):
     priced = {line.split()[0]: line.split()[5] for line in out.stdout.splitlines()
               if line.split()[:1] in (["all_gather"], ["reduce_scatter"])}
     assert priced == {"all_gather": "(8)", "reduce_scatter": "(8)"}, out.stdout[-2000:]
+
+
+def test_gloo_groups_form_without_their_peers(tmp_path):
+    """CPU offload and async checkpointing ask for gloo ("cpu:gloo,...", new_group(backend="gloo")),
+    whose groups connect to every member before they return: under simulated ranks simccl serves them."""
+    (tmp_path / "train.py").write_text(r'''
+import datetime, torch, torch.distributed as dist
+dist.init_process_group("cpu:gloo,simhpu:simccl", timeout=datetime.timedelta(seconds=20))
+on_host = torch.ones(4)
+dist.all_reduce(on_host)  # moves nothing: the peers are not there
+checkpointing = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=20))
+dist.all_reduce(on_host, group=checkpointing)
+dist.all_reduce(torch.ones(4, device="simhpu"))
+print("BACKENDS", dist.get_backend(), dist.get_backend(checkpointing), on_host.tolist())
+''')
+    out = run_python("import sys; from torch_simhpu.simulation import main; "
+                     "sys.exit(main(['--profile', 'h100-sxm', '--world', '64', '--rank', '3', 'train.py']))",
+                     cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "BACKENDS" in out.stdout and "[1.0, 1.0, 1.0, 1.0]" in out.stdout
