@@ -292,7 +292,11 @@ HostTime host_time_mode() {
 namespace {
 
 void on_launch(const LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph) {
-  const double now = thread_cpu_seconds();
+  // Inside an operator the host's time is the profile's per launch, and the
+  // operator's end marks the thread's CPU time again: no need to read it here
+  // (a system call, the largest part of what simulated time costs a launch).
+  const bool in_operator = op_depth > 0;
+  const double now = in_operator ? 0.0 : thread_cpu_seconds();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
@@ -300,7 +304,11 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
     if (work != nullptr) s.captured[&record] = *work;
     return;
   }
-  advance_host(s, now);
+  if (in_operator) {
+    last_epoch = s.epoch;
+  } else {
+    advance_host(s, now);
+  }
   if (cluster_launched_by(record) || (work != nullptr && work->work == Work::KernelArgument)) {
     return;  // a cluster's launches were timed as they were collected; an argument is no launch on the part
   }
@@ -314,7 +322,7 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
   } else {
     time_record(s, record, stream, s.host, work);
   }
-  last_cpu = thread_cpu_seconds();  // the simulator's own time is not the host's
+  if (!in_operator) last_cpu = thread_cpu_seconds();  // the simulator's own time is not the host's
 }
 
 // A matrix launch, when `op` has a FLOP formula.
