@@ -250,7 +250,8 @@ setup(
     description="A YAML-driven operator framework for a simulated PyTorch accelerator",
     # The codegen ships inside the wheel, for operator packages' own YAML.
     py_modules=["torch_simhpu_packaging"],
-    packages=["torch_simhpu", "torch_simhpu._inductor", "torch_simhpu.utils", "torch_simhpu.testing",
+    packages=["torch_simhpu", "torch_simhpu._inductor", "torch_simhpu.simulation", "torch_simhpu.utils",
+              "torch_simhpu.testing",
               "torch_simhpu.codegen", "torch_simhpu.codegen.dest"],
     package_dir={"torch_simhpu.codegen": "codegen"},
     package_data={"torch_simhpu": ["*.pyi", "py.typed", "profiles/*.json", "report.html"], "torch_simhpu.codegen": ["templates/*.j2"]},

@@ -40,7 +40,7 @@ from torch_simhpu import _C, phantom, simulated_ranks
 from torch_simhpu.memory import _format_bytes
 from torch_simhpu.memory_ledger import MemoryBreakdown, MemoryLedger
 
-PROFILE_DIR = Path(__file__).parent / "profiles"
+PROFILE_DIR = Path(__file__).parent.parent / "profiles"
 
 _DTYPES = {
     "float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
@@ -819,7 +819,3 @@ def _run_joined(argv: list[str], ranks: list[int]) -> int:
               file=sys.stderr)
         return processes[failed].returncode or 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
