@@ -72,7 +72,12 @@ uint64_t key_of(const c10::Stream& stream) {
          (static_cast<uint64_t>(stream.id()) & ((uint64_t(1) << 56) - 1));
 }
 
+// Whether the host's time is measured (a profile set, host_time "measured"):
+// otherwise nothing reads the thread's CPU clock, a system call per read.
+std::atomic<bool> measuring{false};
+
 double thread_cpu_seconds() {
+  if (!measuring.load(std::memory_order_relaxed)) return 0.0;
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
@@ -268,6 +273,7 @@ void set_profile(std::optional<DeviceProfile> profile) {
   s.captured.clear();
   s.transfers.clear();
   detail::on.store(s.profile.has_value());
+  measuring.store(s.profile.has_value() && s.host_mode == HostTime::Measured);
   observers::set_active(&lens(), s.profile.has_value());
 }
 
@@ -280,7 +286,9 @@ std::optional<DeviceProfile> profile() {
 void set_host_time(HostTime mode) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
+  if (s.host_mode != mode) ++s.epoch;  // (CPU-time marks taken before are stale)
   s.host_mode = mode;
+  measuring.store(s.profile.has_value() && s.host_mode == HostTime::Measured);
 }
 
 HostTime host_time_mode() {
