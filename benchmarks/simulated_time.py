@@ -127,11 +127,9 @@ def predicted(make, profile: str) -> tuple[float, float, str]:
     return spans[0], spans[1], "run"
 
 
-def priced_gemm(n: int, dtype) -> float:
-    from torch_simhpu import _C
-    size = torch.tensor([], dtype=dtype).element_size()
-    seconds, _bound, _fraction = _C._simclock_cost("matrix", 2.0 * n ** 3, 3.0 * n * n * size, dtype)
-    return seconds
+def priced_gemm(n: int, dtype, profile) -> float:
+    a = torch.empty(n, n, dtype=dtype, device="meta")
+    return torch.simhpu.price(torch.mm, a, a, profile=profile).seconds
 
 
 def measured_cuda(make) -> float:
@@ -188,7 +186,6 @@ def main():
     parser.add_argument("--no-cost-rows", action="store_true", help="skip simulated time's own cost")
     options = parser.parse_args()
     import torch_simhpu  # noqa: F401
-    from torch_simhpu import _C
 
     cuda = options.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -209,22 +206,20 @@ def main():
         host, model, how = predicted(make, options.profile)
         if how == "priced":
             n, dtype = int(name.split()[1].split("^")[0]), getattr(torch, name.split()[-1])
-            torch.simhpu.set_profile(options.profile)
-            model = priced_gemm(n, dtype)
-            torch.simhpu.set_profile(None)
+            model = priced_gemm(n, dtype, options.profile)
         if cuda:
             reference = measured_cuda(gpu_rows[name])
         else:
             reference = H100_POINTS.get(name, math.nan) if options.profile == "h100-sxm" else math.nan
         print(f"{name:<36} {us(host)} {us(model)}  {how:<6} {us(reference)} {error(host, reference):>8} "
               f"{error(model, reference):>9}")
-    torch.simhpu.set_profile(options.profile)
     mb64 = 64 << 20
-    print(f"{'all_reduce 64 MB, 2 devices (model)':<40} "
-          f"{_C._simclock_collective_seconds('all_reduce', mb64, 2) * 1e6:>10.2f}us  {'priced':<6}")
+
+    def all_reduce(n):
+        return torch.simhpu.price_collective("all_reduce", mb64, n, profile=options.profile).seconds
+    print(f"{'all_reduce 64 MB, 2 devices (model)':<40} {all_reduce(2) * 1e6:>10.2f}us  {'priced':<6}")
     for n in (8, 64, 1024):
-        print(f"{f'  ... at {n} devices':<40} {_C._simclock_collective_seconds('all_reduce', mb64, n) * 1e6:>10.2f}us")
-    torch.simhpu.set_profile(None)
+        print(f"{f'  ... at {n} devices':<40} {all_reduce(n) * 1e6:>10.2f}us")
     if not options.no_cost_rows:
         from run import Row, best_pair, print_table
         print()

@@ -14,6 +14,7 @@ from torch_simhpu.graphs import Graph, graph, graph_pool_handle  # noqa: F401
 from torch_simhpu import properties as _properties
 from torch_simhpu.profiler import trace  # noqa: F401
 from torch_simhpu.simulation import profiles, set_profile, simulate  # noqa: F401
+from torch_simhpu.pricing import price, price_collective  # noqa: F401
 from torch_simhpu.routes import OpRoutes, fallback, get_fallback, op_routes, set_fallback  # noqa: F401
 from torch_simhpu.streams import _device, Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
 

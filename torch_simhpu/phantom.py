@@ -42,11 +42,13 @@ class HostRead:
     bytes: int
 
 
-def start(profile: dict, values: str = "placeholder") -> None:
-    """Phantom execution on, with a checked profile's memory capacity (see module doc)."""
+def start(profile: dict, values: str = "placeholder", keep_capacity: bool = False) -> None:
+    """Phantom execution on, with a checked profile's memory capacity (see module doc), or the
+    device's own (keep_capacity)."""
     if values not in VALUES:
         raise ValueError(f"torch.simhpu.simulate: values must be 'placeholder' or 'error', got {values!r}")
-    _give_device_the_capacity_of(profile)
+    if not keep_capacity:
+        _give_device_the_capacity_of(profile)
     _C._synchronize_all()  # what was launched before runs: only what follows is phantom
     _C._phantom_clear_host_reads()
     _C._phantom_set(True, VALUES[values])

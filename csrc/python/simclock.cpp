@@ -77,6 +77,11 @@ DeviceProfile current_profile() {
   return *p;
 }
 
+// The profile given (a dict Python checked), or the one in use.
+DeviceProfile given_or_current(const py::object& profile) {
+  return profile.is_none() ? current_profile() : profile_of(profile.cast<py::dict>());
+}
+
 // What a FLOP formula needs of an argument: tensors (for their shapes) and plain values.
 py::object to_python(const c10::IValue& v) {
   if (v.isTensor()) return py::cast(v.toTensor());
@@ -151,19 +156,31 @@ void bind_simclock(py::module_& m) {
     for (const auto& e : entries) out.append(entry_tuple(e));
     return out;
   });
-  m.def("_simclock_cost", [](const std::string& work, double flops, double bytes, c10::ScalarType dtype) {
+  m.def("_simclock_cost", [](const std::string& work, double flops, double bytes, c10::ScalarType dtype,
+                             const py::object& profile) {
     LaunchWork cost;
     cost.work = work_named(work);
     cost.flops = flops;
     cost.bytes = bytes;
     cost.dtype = dtype;
-    const simclock::Timing t = simclock::time_of(cost, current_profile());
+    const simclock::Timing t = simclock::time_of(cost, given_or_current(profile));
     return py::make_tuple(t.seconds, simclock::bound_name(t.bound), t.peak_fraction);
-  });
-  m.def("_simclock_collective_seconds", [](const std::string& kind, double bytes, int ranks) {
-    const DeviceProfile profile = current_profile();  // (a group of consecutive ranks)
+  }, py::arg("work"), py::arg("flops"), py::arg("bytes"), py::arg("dtype"), py::arg("profile") = py::none());
+  m.def("_simclock_collective_seconds", [](const std::string& kind, double bytes, int ranks, int rank_stride,
+                                           const py::object& profile) {
+    const DeviceProfile p = given_or_current(profile);
     return simclock::collective_seconds(collective_named(kind), bytes, ranks,
-                                        simclock::nodes_spanned(ranks, 0, 1, profile), profile);
+                                        simclock::nodes_spanned(ranks, 0, rank_stride, p), p);
+  }, py::arg("kind"), py::arg("bytes"), py::arg("ranks"), py::arg("rank_stride") = 1,
+     py::arg("profile") = py::none());
+  // (seconds, the part of them that does not grow with the bytes, nodes spanned)
+  m.def("_simclock_collective_price", [](const std::string& kind, double bytes, int ranks, int rank_stride,
+                                         const py::dict& profile) {
+    const DeviceProfile p = profile_of(profile);
+    const int nodes = simclock::nodes_spanned(ranks, 0, rank_stride, p);
+    const CollectiveKind k = collective_named(kind);
+    const simclock::CollectiveCost cost = simclock::collective_cost(k, bytes, ranks, nodes, p);
+    return py::make_tuple(cost.seconds, cost.latency, nodes);
   });
   m.def("_simclock_set_flop_formula", [](const py::function& formula, std::vector<std::string> names) {
     // Kept for the process's life: launches may still ask while the interpreter shuts down.

@@ -106,36 +106,39 @@ int nodes_spanned(int ranks, int first_rank, int rank_stride, const DeviceProfil
   return static_cast<int>(last / per_node - first_rank / per_node + 1);
 }
 
-double collective_seconds(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& p) {
+CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& p) {
   const int n = std::max(ranks, 1);
-  if (n == 1) return p.kernel_overhead;  // a local copy at most
+  if (n == 1) return {p.kernel_overhead, p.kernel_overhead};  // a local copy at most
   const Link& link = nodes <= 1 ? p.intra_node : p.inter_node;
   const double bw = link.bandwidth * p.fabric_efficiency;
   const double a = link.latency;
   const double steps = static_cast<double>(n - 1);
   const double share = steps / n;  // of the buffer each rank sends per ring pass
+  // An algorithm's cost: its latency, and its transfer time.
+  auto cost = [](double latency, double transfer) { return CollectiveCost{latency + transfer, latency}; };
+  auto faster = [](CollectiveCost x, CollectiveCost y) { return x.seconds <= y.seconds ? x : y; };
   switch (kind) {
-    case CollectiveKind::AllReduce: {
-      const double ring = 2 * share * bytes / bw + 2 * steps * a;
-      const double tree = 2 * log2_ceil(n) * a + 2 * bytes / bw;
-      return std::min(ring, tree);
-    }
+    case CollectiveKind::AllReduce:
+      return faster(cost(2 * steps * a, 2 * share * bytes / bw),          // ring
+                    cost(2 * log2_ceil(n) * a, 2 * bytes / bw));           // tree
     case CollectiveKind::AllGather:      // bytes: the gathered whole
     case CollectiveKind::ReduceScatter:  // bytes: the input whole
     case CollectiveKind::AllToAll:
-      return share * bytes / bw + steps * a;
+      return cost(steps * a, share * bytes / bw);
     case CollectiveKind::Broadcast:
-    case CollectiveKind::Reduce: {
-      const double chain = bytes / bw + steps * a;  // pipelined along a ring
-      const double tree = log2_ceil(n) * (a + bytes / bw);
-      return std::min(chain, tree);
-    }
+    case CollectiveKind::Reduce:
+      return faster(cost(steps * a, bytes / bw),                           // pipelined along a ring
+                    cost(log2_ceil(n) * a, log2_ceil(n) * bytes / bw));    // tree
     case CollectiveKind::PointToPoint:
-      return a + bytes / bw;
+      return cost(a, bytes / bw);
     case CollectiveKind::Barrier:
-      return 2 * log2_ceil(n) * a;
+      return cost(2 * log2_ceil(n) * a, 0);
   }
-  return 0;
+  return {0, 0};
+}
+
+double collective_seconds(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& p) {
+  return collective_cost(kind, bytes, ranks, nodes, p).seconds;
 }
 
 const char* bound_name(Bound bound) {

@@ -35,6 +35,11 @@ int nodes_spanned(int ranks, int first_rank, int rank_stride, const DeviceProfil
 // the faster of ring and tree (as NCCL's tuner picks), through the node's links
 // while the group is within one node, the network's (one link per device) when it spans `nodes` > 1.
 double collective_seconds(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& profile);
+// The same, with the part that does not grow with the bytes (of the algorithm chosen at this size).
+struct CollectiveCost {
+  double seconds, latency;
+};
+CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& profile);
 
 const char* bound_name(Bound bound);
 

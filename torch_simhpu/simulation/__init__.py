@@ -196,7 +196,7 @@ PROJECTED_SCALES = (8, 64, 1024)  # the group sizes a report projects each colle
 @contextlib.contextmanager
 def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str = "measured",
              execute: bool = True, values: str = "placeholder", tokens_per_step: int | None = None,
-             flops_per_token: float | None = None):
+             flops_per_token: float | None = None, _keep_capacity: bool = False):
     """Simulated time for the block; yields a Simulation whose report() describes it.
 
     profile: the profile to use (None: the one set already). Clocks restart at
@@ -219,7 +219,8 @@ def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str 
         raise ValueError("torch.simhpu.simulate: no profile given and none set (pass one, e.g. 'h100-sxm')")
     phantom_here = not execute and not phantom.enabled()
     if phantom_here:  # (first: its synchronisation is not the block's time)
-        phantom.start(load_profile(profile) if profile is not None else _profiles_in_use[before], values)
+        phantom.start(load_profile(profile) if profile is not None else _profiles_in_use[before], values,
+                      keep_capacity=_keep_capacity)  # (torch.simhpu.price: the program's device, as it is)
     try:
         if profile is not None:
             set_profile(profile, host_time=host_time)

@@ -1,0 +1,91 @@
+"""torch.simhpu.price / price_collective (torch_simhpu/pricing.py): what a call would
+cost on a part, priced and not run. Every figure is worked out by hand from ROUND,
+the round-number profile of test_simulation.py."""
+import pytest
+import torch
+
+from tests.device.test_simulation import MATRIX, MEMORY, ROUND, US
+
+D = "simhpu"
+
+
+def test_a_gemm_of_meta_tensors_is_priced_by_its_flops():
+    a = torch.empty(4096, 4096, device="meta")
+    price = torch.simhpu.price(torch.mm, a, a, profile=ROUND)
+    (mm,) = price.kernels
+    assert mm.op == "aten::mm.out" and mm.bound == "compute"
+    flops = 2 * 4096 ** 3
+    assert price.flops == flops and price.bytes == 3 * 4096 * 4096 * 4
+    # (the larger of compute and memory time, plus the kernel's fixed overhead)
+    assert price.seconds == pytest.approx(flops / MATRIX + 1 * US, rel=1e-9)
+    assert price.by_bound()["compute"] == pytest.approx(price.seconds) and price.host_reads == 0
+    assert "aten::mm.out" in str(price) and "compute" in str(price)
+
+
+def test_a_memory_bound_call_is_priced_by_its_bytes():
+    x = torch.empty(2 ** 24, device="meta")
+    (add,) = torch.simhpu.price(torch.add, x, x, profile=ROUND).kernels
+    assert add.bound == "memory"
+    assert add.duration == pytest.approx(3 * 2 ** 24 * 4 / MEMORY + 1 * US, rel=1e-9)
+
+
+def test_a_module_is_priced_with_its_weights_stood_in_for_and_left_as_they_were():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(1024, 512)
+    before = layer.weight.detach().clone()
+    price = torch.simhpu.price(layer, torch.randn(64, 1024), profile=ROUND)
+    matrix = [k for k in price.kernels if k.work == "matrix"]
+    assert sum(k.flops for k in matrix) == 2 * 64 * 1024 * 512
+    assert layer.weight.device.type == "cpu" and torch.equal(layer.weight, before)
+
+
+def test_the_callers_device_tensors_are_not_touched_and_host_reads_are_counted():
+    x = torch.arange(4.0, device=D)
+
+    def scale_and_read(t):
+        t.mul_(100)
+        return t.sum().item()
+
+    price = torch.simhpu.price(scale_and_read, x, profile=ROUND)
+    assert [k.op for k in price.kernels] == ["aten::mul.out", "aten::sum.IntList_out"]
+    assert price.host_reads == 1
+    torch.testing.assert_close(x.cpu(), torch.arange(4.0))  # the stand-in was scaled, not x
+
+
+def test_price_refuses_inside_a_simulation_and_names_bad_input():
+    with torch.simhpu.simulate(ROUND):
+        with pytest.raises(RuntimeError, match=r"torch.simhpu.price: simulated time is on"):
+            torch.simhpu.price(torch.mm, torch.ones(2, 2), torch.ones(2, 2), profile=ROUND)
+    with pytest.raises(TypeError, match=r"torch.simhpu.price: expected a callable .* got int"):
+        torch.simhpu.price(3, profile=ROUND)
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+        torch.simhpu.price(torch.mm, torch.ones(2, 3), torch.ones(2, 3), profile=ROUND)
+    assert torch.simhpu.simulation.profile() is None  # simulated time is off again
+    torch.testing.assert_close((torch.ones(2, device=D) + 1).cpu(), torch.full((2,), 2.0))
+
+
+def test_a_collective_is_priced_for_its_group_on_the_profiles_nodes():
+    mb64 = 64 * 2 ** 20
+    inside = torch.simhpu.price_collective("all_reduce", mb64, 8, profile=ROUND)
+    assert inside.nodes == 1
+    assert inside.seconds == pytest.approx(2 * (7 / 8) * mb64 / (100e9 * 0.5) + 2 * 7 * 1 * US, rel=1e-12)
+    assert inside.latency == pytest.approx(2 * 7 * 1 * US, rel=1e-12)  # the ring's, chosen at this size
+    small = torch.simhpu.price_collective("all_reduce", 1024, 8, profile=ROUND)
+    assert small.latency == pytest.approx(2 * 3 * 1 * US, rel=1e-12)  # the tree's: log2(8) steps each way
+    assert inside.bus_bandwidth == pytest.approx(2 * (7 / 8) * mb64 / inside.seconds)
+    across = torch.simhpu.price_collective("all_reduce", torch.empty(mb64 // 4), 16, profile=ROUND)
+    assert across.nodes == 2 and across.bytes == mb64
+    assert across.seconds == pytest.approx(2 * (15 / 16) * mb64 / (10e9 * 0.5) + 2 * 15 * 10 * US, rel=1e-12)
+    spread = torch.simhpu.price_collective("all_gather", mb64, 8, rank_stride=8, profile=ROUND)
+    assert spread.nodes == 8  # one rank a node: every step crosses the network
+    assert "all_reduce of" in str(inside) and "1 node(s)" in str(inside)
+
+
+def test_price_collective_names_bad_input():
+    for kwargs, expected in (({"collective": "all_reduce", "size": 8, "ranks": 0}, "ranks must be an int >= 1"),
+                             ({"collective": "all_reduce", "size": -1, "ranks": 2}, "size must be bytes >= 0"),
+                             ({"collective": "all_mix", "size": 8, "ranks": 2}, "unknown collective 'all_mix'"),
+                             ({"collective": "all_reduce", "size": 8, "ranks": 2, "rank_stride": 0},
+                              "rank_stride must be an int >= 1")):
+        with pytest.raises(ValueError, match=f"torch.simhpu.price_collective: .*{expected}"):
+            torch.simhpu.price_collective(**kwargs, profile=ROUND)
