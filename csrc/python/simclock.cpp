@@ -45,6 +45,13 @@ DeviceProfile profile_of(const py::dict& d) {
   p.devices_per_node = fabric["devices_per_node"].cast<int>();
   p.intra_node = link_of(fabric["intra_node"].cast<py::dict>());
   p.inter_node = link_of(fabric["inter_node"].cast<py::dict>());
+  if (d.contains("matrix_units")) {
+    const auto units = d["matrix_units"].cast<py::dict>();
+    p.matrix_units = units["count"].cast<int>();
+    const auto tile = units["tile"].cast<std::vector<int>>();
+    p.matrix_tile_m = tile.at(0);
+    p.matrix_tile_n = tile.at(1);
+  }
   const auto eff = d["efficiency"].cast<py::dict>();
   p.matrix_efficiency = eff["matrix"].cast<double>();
   p.vector_efficiency = eff["vector"].cast<double>();
@@ -187,7 +194,7 @@ void bind_simclock(py::module_& m) {
     auto* kept = new py::function(formula);
     simclock::set_flop_formula(
         [kept](const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-               c10::ArrayRef<c10::IValue> outputs) -> std::optional<double> {
+               c10::ArrayRef<c10::IValue> outputs) -> std::optional<simclock::MatrixLaunch> {
           if (!Py_IsInitialized()) return std::nullopt;
           py::gil_scoped_acquire gil;
           // As a TorchDispatchMode sees the call (which the formulas are written for):
@@ -203,9 +210,19 @@ void bind_simclock(py::module_& m) {
             }
           }
           for (const auto& o : outputs) py_outputs.append(to_python(o));
-          py::object flops = (*kept)(op.operator_name().name, py_args, py_kwargs, py_outputs);
-          if (flops.is_none()) return std::nullopt;
-          return flops.cast<double>();
+          // FLOPs, or (FLOPs, (batch, m, n, k)) for a GEMM whose shape the formula knows.
+          py::object counted = (*kept)(op.operator_name().name, py_args, py_kwargs, py_outputs);
+          if (counted.is_none()) return std::nullopt;
+          simclock::MatrixLaunch matrix;
+          if (py::isinstance<py::tuple>(counted)) {
+            const auto pair = counted.cast<py::tuple>();
+            matrix.flops = pair[0].cast<double>();
+            const auto shape = pair[1].cast<std::array<int64_t, 4>>();
+            matrix.batch = shape[0], matrix.m = shape[1], matrix.n = shape[2], matrix.k = shape[3];
+          } else {
+            matrix.flops = counted.cast<double>();
+          }
+          return matrix;
         },
         std::move(names));
   });

@@ -52,6 +52,9 @@ struct LaunchWork {
   bool sends = false;
   bool completes = false;  // the completion of a point-to-point operation (a marker)
   double seconds = -1;  // a kernel whose duration is known (a diagnostic that occupies the device): that long
+  // A GEMM's (or an implicit GEMM's) shape, when its launcher knows it: `gemm_batch`
+  // products of (m x k) by (k x n). 0: not known.
+  int64_t gemm_batch = 0, gemm_m = 0, gemm_n = 0, gemm_k = 0;
 };
 
 // Says what the next launch on this thread does. Call it only while observers

@@ -31,6 +31,12 @@ struct DeviceProfile {
   int devices_per_node = 1;
   Link intra_node;
   Link inter_node;
+  // The matrix units a GEMM's output tiles are spread over, and the tile each
+  // computes (0: not modelled, every GEMM at the one efficiency). A GEMM runs
+  // in waves of one tile a unit: its time is its waves', the last one's idle
+  // units and its tiles' padding included (tile and wave quantisation).
+  int matrix_units = 0;
+  int matrix_tile_m = 0, matrix_tile_n = 0;
   // The fraction of each peak that real kernels reach.
   double matrix_efficiency = 1, vector_efficiency = 1, memory_efficiency = 1, host_link_efficiency = 1,
          fabric_efficiency = 1;

@@ -31,6 +31,23 @@ void add_tensor(TensorTotals& totals, const DeviceTensor& t) {
   }
 }
 
+// The FLOPs the part's matrix units spend on a launch: a GEMM's output tiles run
+// in waves of one a unit, so a partial tile costs a whole one and a partial last
+// wave a whole wave (NVIDIA's "Matrix Multiplication Background" guide: tile and
+// wave quantisation). Anything else: its FLOPs as counted.
+double matrix_flops_done(const LaunchWork& cost, const DeviceProfile& p) {
+  if (cost.work != Work::Matrix || p.matrix_units <= 0 || cost.gemm_m <= 0 || cost.gemm_n <= 0 ||
+      cost.gemm_k <= 0 || cost.gemm_batch <= 0) {
+    return cost.flops;
+  }
+  auto tiles_along = [](int64_t extent, int tile) { return (extent + tile - 1) / tile; };
+  const double tiles = static_cast<double>(cost.gemm_batch) *
+                       static_cast<double>(tiles_along(cost.gemm_m, p.matrix_tile_m)) *
+                       static_cast<double>(tiles_along(cost.gemm_n, p.matrix_tile_n));
+  const double waves = std::ceil(tiles / p.matrix_units);
+  return waves * p.matrix_units * 2.0 * p.matrix_tile_m * p.matrix_tile_n * static_cast<double>(cost.gemm_k);
+}
+
 double log2_ceil(int n) {
   return std::ceil(std::log2(static_cast<double>(std::max(n, 1))));
 }
@@ -85,7 +102,7 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
   const c10::ScalarType dtype = cost.dtype == c10::ScalarType::Undefined ? c10::ScalarType::Float : cost.dtype;
   const bool matrix = cost.work == Work::Matrix;
   const double peak_flops = (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
-  const double compute = cost.flops / (peak_flops * (matrix ? p.matrix_efficiency : p.vector_efficiency));
+  const double compute = matrix_flops_done(cost, p) / (peak_flops * (matrix ? p.matrix_efficiency : p.vector_efficiency));
   const double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
   const double seconds = p.kernel_overhead + std::max(compute, memory);
   const double flops_fraction = cost.flops / seconds / peak_flops;

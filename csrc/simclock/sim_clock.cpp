@@ -343,10 +343,14 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     if (!s.formula || s.formula_ops.count(op.operator_name().name) == 0) return;
     formula = s.formula;
   }
-  if (std::optional<double> flops = formula(op, args, outputs)) {
+  if (std::optional<MatrixLaunch> matrix = formula(op, args, outputs)) {
     LaunchWork work;
     work.work = Work::Matrix;
-    work.flops = *flops;
+    work.flops = matrix->flops;
+    work.gemm_batch = matrix->batch;
+    work.gemm_m = matrix->m;
+    work.gemm_n = matrix->n;
+    work.gemm_k = matrix->k;
     describe_next_launch(work);
   }
 }

@@ -54,8 +54,13 @@ void set_host_time(HostTime mode);
 HostTime host_time_mode();
 
 // For reference-path operators: counts an operator's FLOPs (set from Python,
-// from torch.utils.flop_counter's formulas) for the operators named.
-using FlopFormula = std::function<std::optional<double>(const c10::OperatorHandle& op,
+// from torch.utils.flop_counter's formulas) for the operators named, and the
+// shape of its GEMM where it is one (0: not known; see LaunchWork).
+struct MatrixLaunch {
+  double flops = 0;
+  int64_t batch = 0, m = 0, n = 0, k = 0;
+};
+using FlopFormula = std::function<std::optional<MatrixLaunch>(const c10::OperatorHandle& op,
                                                         c10::ArrayRef<c10::IValue> args,
                                                         c10::ArrayRef<c10::IValue> outputs)>;
 void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_names);

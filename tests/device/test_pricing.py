@@ -89,3 +89,52 @@ def test_price_collective_names_bad_input():
                               "rank_stride must be an int >= 1")):
         with pytest.raises(ValueError, match=f"torch.simhpu.price_collective: .*{expected}"):
             torch.simhpu.price_collective(**kwargs, profile=ROUND)
+
+
+# ROUND with 4 matrix units of 128 x 128 output tiles (and memory fast enough that these GEMMs
+# are compute-bound): a GEMM's time is its waves'.
+UNITS = {**ROUND, "name": "round-units", "memory_bandwidth": 1e16, "matrix_units": {"count": 4, "tile": [128, 128]}}
+
+
+def gemm_seconds(fn, *shapes):
+    return torch.simhpu.price(fn, *(torch.empty(*s, device="meta") for s in shapes), profile=UNITS).seconds
+
+
+def one_wave(k):  # four 128 x 128 tiles of depth k
+    return 4 * 2 * 128 * 128 * k / MATRIX + 1 * US
+
+
+def test_a_gemm_is_priced_by_its_waves_of_output_tiles():
+    assert gemm_seconds(torch.mm, (256, 1024), (1024, 256)) == pytest.approx(one_wave(1024), rel=1e-9)  # 4 tiles
+    # 6 tiles: a second wave with two of its four units idle, for 1.5x the FLOPs
+    assert gemm_seconds(torch.mm, (384, 1024), (1024, 256)) == pytest.approx(2 * one_wave(1024) - 1 * US, rel=1e-9)
+    # a row past a tile costs a whole tile: 2 tiles, in one wave
+    assert gemm_seconds(torch.mm, (129, 1024), (1024, 128)) == pytest.approx(one_wave(1024), rel=1e-9)
+    assert gemm_seconds(torch.bmm, (3, 128, 512), (3, 512, 128)) == pytest.approx(one_wave(512), rel=1e-9)
+    bias = torch.empty(256, device="meta")
+    addmm = torch.simhpu.price(torch.addmm, bias, torch.empty(256, 64, device="meta"),
+                               torch.empty(64, 256, device="meta"), profile=UNITS)
+    assert addmm.seconds == pytest.approx(one_wave(64), rel=1e-9)
+    # the FLOPs counted, and the fraction of peak, are the GEMM's own, not the padding's
+    mm = torch.simhpu.price(torch.mm, torch.empty(129, 1024, device="meta"), torch.empty(1024, 128, device="meta"),
+                            profile=UNITS)
+    assert mm.flops == 2 * 129 * 128 * 1024
+    assert mm.kernels[0].peak_fraction == pytest.approx(mm.flops / mm.seconds / 100e12)
+
+
+def test_a_convolution_is_priced_as_its_implicit_gemm():
+    conv = torch.nn.Conv2d(16, 32, 3, padding=1, bias=False)
+    # an output pixel a row: 2 x 8 x 8 = 128 rows, 32 columns, depth 16 x 3 x 3: one tile, one wave
+    price = torch.simhpu.price(conv, torch.empty(2, 16, 8, 8), profile=UNITS)
+    (matrix,) = [k for k in price.kernels if k.work == "matrix"]
+    assert matrix.duration == pytest.approx(one_wave(16 * 9), rel=1e-9)
+
+
+def test_matrix_units_in_a_profile_are_checked():
+    from torch_simhpu.simulation import ProfileError, load_profile
+    for units, expected in (({"count": 0, "tile": [128, 128]}, "matrix_units.count"),
+                            ({"count": 4, "tile": [128]}, "matrix_units.tile"),
+                            ({"count": 4, "tile": [128, True]}, "matrix_units.tile"),
+                            ({"tile": [128, 128]}, "matrix_units.count")):
+        with pytest.raises(ProfileError, match=expected):
+            load_profile({**ROUND, "matrix_units": units})

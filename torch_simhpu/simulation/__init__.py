@@ -151,6 +151,15 @@ def _validated(data: dict, where: str) -> dict:
             value = value[part]
         if value == 0:
             raise problem(bandwidth, "a bandwidth > 0")
+    if "matrix_units" in data:  # optional: GEMMs priced by waves of output tiles (csrc/simclock/launch_cost.cpp)
+        units = section(data["matrix_units"], "matrix_units")
+        count, tile = field(units, "count", "matrix_units.count"), field(units, "tile", "matrix_units.tile")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise problem("matrix_units.count", f"the number of matrix units, an int >= 1, got {count!r}")
+        if (not isinstance(tile, list) or len(tile) != 2
+                or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tile)):
+            raise problem("matrix_units.tile", f"a unit's output tile [rows, columns], two ints >= 1, got {tile!r}")
+        out["matrix_units"] = {"count": count, "tile": list(tile)}
     efficiency = section(field(data, "efficiency", "efficiency"), "efficiency")
     out["efficiency"] = {}
     for name in _EFFICIENCIES:
@@ -670,6 +679,26 @@ def _pct(part: float, whole: float) -> str:
 _formulas_installed = False
 
 
+def _gemm_shape(name: str, args: list, outputs: list) -> tuple[int, int, int, int] | None:
+    """(batch, m, n, k) of the GEMM an operator is, for the matrix units' waves (launch_cost.cpp)."""
+    try:
+        if name in ("aten::mm", "aten::_scaled_mm"):
+            a, b = args[0].shape, args[1].shape
+            return 1, a[0], b[1], a[1]
+        if name == "aten::addmm":
+            a, b = args[1].shape, args[2].shape
+            return 1, a[0], b[1], a[1]
+        if name in ("aten::bmm", "aten::baddbmm"):
+            a, b = (args[0].shape, args[1].shape) if name == "aten::bmm" else (args[1].shape, args[2].shape)
+            return a[0], a[1], b[2], a[2]
+        if name == "aten::convolution" and not args[6]:  # an implicit GEMM: an output pixel a row
+            weight, out, groups = args[1].shape, outputs[0].shape, int(args[8])
+            return groups, out[0] * math.prod(out[2:]), weight[0] // groups, math.prod(weight[1:])
+    except (AttributeError, IndexError, TypeError, ValueError):
+        pass
+    return None
+
+
 def _install_flop_formulas() -> None:
     """The reference path asks torch.utils.flop_counter's formulas for the operators it has one for."""
     global _formulas_installed
@@ -690,9 +719,11 @@ def _install_flop_formulas() -> None:
     def flops(name: str, args: list, kwargs: dict, outputs: list):
         try:
             out = outputs[0] if len(outputs) == 1 else tuple(outputs)
-            return float(by_name[name](*args, **kwargs, out_val=out))
+            counted = float(by_name[name](*args, **kwargs, out_val=out))
         except Exception:  # noqa: BLE001 - a formula that cannot read this call: priced as vector work
             return None
+        shape = _gemm_shape(name, args, outputs)
+        return counted if shape is None else (counted, shape)
 
     _C._simclock_set_flop_formula(flops, sorted(by_name))
     _formulas_installed = True
