@@ -52,6 +52,16 @@ DeviceProfile profile_of(const py::dict& d) {
     p.matrix_tile_m = tile.at(0);
     p.matrix_tile_n = tile.at(1);
   }
+  if (d.contains("attention")) {
+    const auto attention = d["attention"].cast<py::dict>();
+    for (auto [pass, curve] : {std::pair{"forward", &p.attention_forward}, std::pair{"backward", &p.attention_backward}}) {
+      if (!attention.contains(pass)) continue;
+      const auto given = attention[pass].cast<py::dict>();
+      curve->sequence = given["sequence"].cast<std::vector<double>>();
+      curve->flops = given["flops"].cast<std::vector<double>>();
+      if (given.contains("causal_flops")) curve->causal_flops = given["causal_flops"].cast<std::vector<double>>();
+    }
+  }
   const auto eff = d["efficiency"].cast<py::dict>();
   p.matrix_efficiency = eff["matrix"].cast<double>();
   p.vector_efficiency = eff["vector"].cast<double>();
@@ -210,15 +220,24 @@ void bind_simclock(py::module_& m) {
             }
           }
           for (const auto& o : outputs) py_outputs.append(to_python(o));
-          // FLOPs, or (FLOPs, (batch, m, n, k)) for a GEMM whose shape the formula knows.
+          // FLOPs, or (FLOPs, {"gemm": (batch, m, n, k)} or {"attention": (pass, causal, sequence)}).
           py::object counted = (*kept)(op.operator_name().name, py_args, py_kwargs, py_outputs);
           if (counted.is_none()) return std::nullopt;
           simclock::MatrixLaunch matrix;
           if (py::isinstance<py::tuple>(counted)) {
             const auto pair = counted.cast<py::tuple>();
             matrix.flops = pair[0].cast<double>();
-            const auto shape = pair[1].cast<std::array<int64_t, 4>>();
-            matrix.batch = shape[0], matrix.m = shape[1], matrix.n = shape[2], matrix.k = shape[3];
+            const auto described = pair[1].cast<py::dict>();
+            if (described.contains("gemm")) {
+              const auto shape = described["gemm"].cast<std::array<int64_t, 4>>();
+              matrix.batch = shape[0], matrix.m = shape[1], matrix.n = shape[2], matrix.k = shape[3];
+            }
+            if (described.contains("attention")) {  // (pass, causal, sequence)
+              const auto attention = described["attention"].cast<py::tuple>();
+              matrix.attention_pass = attention[0].cast<uint8_t>();
+              matrix.causal = attention[1].cast<bool>();
+              matrix.sequence = attention[2].cast<int64_t>();
+            }
           } else {
             matrix.flops = counted.cast<double>();
           }

@@ -55,6 +55,11 @@ struct LaunchWork {
   // A GEMM's (or an implicit GEMM's) shape, when its launcher knows it: `gemm_batch`
   // products of (m x k) by (k x n). 0: not known.
   int64_t gemm_batch = 0, gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  // A fused attention kernel: its pass (0: not one, 1: forward, 2: backward),
+  // whether its mask is causal, and the keys' sequence length.
+  uint8_t attention_pass = 0;
+  bool attention_causal = false;
+  int64_t attention_sequence = 0;
 };
 
 // Says what the next launch on this thread does. Call it only while observers

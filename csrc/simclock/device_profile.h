@@ -6,12 +6,21 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 namespace simhpu::simclock {
 
 struct Link {
   double bandwidth = 0;  // bytes/s, one direction, per device
   double latency = 0;    // s per message
+};
+
+// An attention kernel's attained FLOP/s by sequence length (published
+// microbenchmarks at one head dim), a causal launch counting half its FLOPs;
+// between the points by the sequence length's log, beyond them the nearest.
+struct AttentionCurve {
+  std::vector<double> sequence, flops, causal_flops;  // causal_flops empty: as flops
+  bool known() const { return !sequence.empty(); }
 };
 
 struct DeviceProfile {
@@ -37,6 +46,9 @@ struct DeviceProfile {
   // units and its tiles' padding included (tile and wave quantisation).
   int matrix_units = 0;
   int matrix_tile_m = 0, matrix_tile_n = 0;
+  // Fused attention (flash-style kernels), forward and backward: priced by their
+  // own curves instead of the matrix efficiency, when the profile gives them.
+  AttentionCurve attention_forward, attention_backward;
   // The fraction of each peak that real kernels reach.
   double matrix_efficiency = 1, vector_efficiency = 1, memory_efficiency = 1, host_link_efficiency = 1,
          fabric_efficiency = 1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <unordered_set>
 
 namespace simhpu::simclock {
@@ -46,6 +47,31 @@ double matrix_flops_done(const LaunchWork& cost, const DeviceProfile& p) {
                        static_cast<double>(tiles_along(cost.gemm_n, p.matrix_tile_n));
   const double waves = std::ceil(tiles / p.matrix_units);
   return waves * p.matrix_units * 2.0 * p.matrix_tile_m * p.matrix_tile_n * static_cast<double>(cost.gemm_k);
+}
+
+// A fused attention kernel's compute time by the profile's curve for its pass,
+// if it has one: the kernel skips a causal mask's masked half.
+std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProfile& p) {
+  if (cost.work != Work::Matrix || cost.attention_pass == 0) return std::nullopt;
+  const AttentionCurve& curve = cost.attention_pass == 1 ? p.attention_forward : p.attention_backward;
+  if (!curve.known() || cost.attention_sequence <= 0) return std::nullopt;
+  const std::vector<double>& rates =
+      cost.attention_causal && !curve.causal_flops.empty() ? curve.causal_flops : curve.flops;
+  const double x = std::log2(static_cast<double>(cost.attention_sequence));
+  double rate = rates.front();
+  if (x >= std::log2(curve.sequence.back())) {
+    rate = rates.back();
+  } else {
+    for (size_t i = 1; i < curve.sequence.size(); ++i) {
+      const double x0 = std::log2(curve.sequence[i - 1]), x1 = std::log2(curve.sequence[i]);
+      if (x < x1) {
+        const double t = std::clamp((x - x0) / (x1 - x0), 0.0, 1.0);
+        rate = rates[i - 1] + t * (rates[i] - rates[i - 1]);
+        break;
+      }
+    }
+  }
+  return cost.flops * (cost.attention_causal ? 0.5 : 1.0) / rate;
 }
 
 double log2_ceil(int n) {
@@ -102,7 +128,8 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
   const c10::ScalarType dtype = cost.dtype == c10::ScalarType::Undefined ? c10::ScalarType::Float : cost.dtype;
   const bool matrix = cost.work == Work::Matrix;
   const double peak_flops = (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
-  const double compute = matrix_flops_done(cost, p) / (peak_flops * (matrix ? p.matrix_efficiency : p.vector_efficiency));
+  const double compute = attention_seconds(cost, p).value_or(
+      matrix_flops_done(cost, p) / (peak_flops * (matrix ? p.matrix_efficiency : p.vector_efficiency)));
   const double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
   const double seconds = p.kernel_overhead + std::max(compute, memory);
   const double flops_fraction = cost.flops / seconds / peak_flops;

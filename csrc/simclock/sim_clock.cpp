@@ -351,6 +351,9 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     work.gemm_m = matrix->m;
     work.gemm_n = matrix->n;
     work.gemm_k = matrix->k;
+    work.attention_pass = matrix->attention_pass;
+    work.attention_causal = matrix->causal;
+    work.attention_sequence = matrix->sequence;
     describe_next_launch(work);
   }
 }

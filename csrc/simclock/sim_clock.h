@@ -59,6 +59,9 @@ HostTime host_time_mode();
 struct MatrixLaunch {
   double flops = 0;
   int64_t batch = 0, m = 0, n = 0, k = 0;
+  uint8_t attention_pass = 0;  // a fused attention kernel (see LaunchWork)
+  bool causal = false;
+  int64_t sequence = 0;
 };
 using FlopFormula = std::function<std::optional<MatrixLaunch>(const c10::OperatorHandle& op,
                                                         c10::ArrayRef<c10::IValue> args,

@@ -138,3 +138,58 @@ def test_matrix_units_in_a_profile_are_checked():
                             ({"tile": [128, 128]}, "matrix_units.count")):
         with pytest.raises(ProfileError, match=expected):
             load_profile({**ROUND, "matrix_units": units})
+
+
+# ROUND with attention curves: 10 TFLOP/s forward at 1,024 keys, 20 at 4,096 (5 and 10 with a causal
+# mask, counting half the FLOPs), 8 backward.
+ATTENTION = {**ROUND, "name": "round-attention", "memory_bandwidth": 1e16,
+             "attention": {"forward": {"sequence": [1024, 4096], "flops": [10e12, 20e12],
+                                       "causal_flops": [5e12, 10e12]},
+                           "backward": {"sequence": [1024], "flops": [8e12]}}}
+FORWARD = "aten::_scaled_dot_product_flash_attention_for_cpu"
+
+
+def attention_kernels(sequence, causal, backward=False):
+    def attend(q, k, v):
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        if backward:
+            out.sum().backward()
+    q = torch.empty(1, 2, sequence, 64, device="meta", requires_grad=backward)
+    price = torch.simhpu.price(attend, q, q, q, profile=ATTENTION)
+    return {k.op: k for k in price.kernels if k.op.startswith(FORWARD)}
+
+
+def sdpa_flops(sequence):
+    return 4 * 2 * sequence * sequence * 64  # flop_counter's count: QK^T and PV, the whole square
+
+
+def test_attention_is_priced_by_its_own_curve_by_sequence_length():
+    assert attention_kernels(1024, False)[FORWARD].duration == pytest.approx(sdpa_flops(1024) / 10e12 + US, rel=1e-9)
+    # between the points by the sequence's log (2,048 halfway from 1,024 to 4,096), beyond them the nearest
+    assert attention_kernels(2048, False)[FORWARD].duration == pytest.approx(sdpa_flops(2048) / 15e12 + US, rel=1e-9)
+    assert attention_kernels(8192, False)[FORWARD].duration == pytest.approx(sdpa_flops(8192) / 20e12 + US, rel=1e-9)
+
+
+def test_a_causal_mask_skips_half_the_work_at_its_own_rate():
+    causal = attention_kernels(1024, True)[FORWARD]
+    assert causal.flops == sdpa_flops(1024)  # counted whole, as flop_counter counts it
+    assert causal.duration == pytest.approx(sdpa_flops(1024) / 2 / 5e12 + US, rel=1e-9)
+
+
+def test_the_backward_has_its_own_curve():
+    kernels = attention_kernels(1024, True, backward=True)
+    backward = kernels[FORWARD + "_backward"]
+    # (no causal curve given for the backward: its rate, for half the work)
+    assert backward.duration == pytest.approx(backward.flops / 2 / 8e12 + US, rel=1e-9)
+    assert backward.flops == 2.5 * sdpa_flops(1024)
+
+
+def test_attention_curves_in_a_profile_are_checked():
+    from torch_simhpu.simulation import ProfileError, load_profile
+    for attention, expected in (({"sideways": {"sequence": [1], "flops": [1.0]}}, "attention.sideways"),
+                                ({"forward": {"sequence": [2048, 1024], "flops": [1.0, 2.0]}},
+                                 "attention.forward.sequence"),
+                                ({"forward": {"sequence": [1024], "flops": [1.0, 2.0]}}, "attention.forward.flops"),
+                                ({"forward": {"sequence": [1024], "flops": [0]}}, "attention.forward.flops")):
+        with pytest.raises(ProfileError, match=expected):
+            load_profile({**ROUND, "attention": attention})

@@ -151,6 +151,29 @@ def _validated(data: dict, where: str) -> dict:
             value = value[part]
         if value == 0:
             raise problem(bandwidth, "a bandwidth > 0")
+    if "attention" in data:  # optional: fused attention by its own curves (csrc/simclock/launch_cost.cpp)
+        attention = section(data["attention"], "attention")
+        out["attention"] = {}
+        for direction in set(attention) - {"source"}:
+            if direction not in ("forward", "backward"):
+                raise problem(f"attention.{direction}", "only 'forward' and 'backward' curves (and a 'source')")
+            curve = section(attention[direction], f"attention.{direction}")
+            sequence = field(curve, "sequence", f"attention.{direction}.sequence")
+            if (not isinstance(sequence, list) or not sequence
+                    or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sequence)
+                    or sorted(set(sequence)) != sequence):
+                raise problem(f"attention.{direction}.sequence", f"increasing sequence lengths, ints > 0, got {sequence!r}")
+            out["attention"][direction] = {"sequence": sequence}
+            for rates in ("flops", "causal_flops"):
+                if rates not in curve and rates == "causal_flops":
+                    continue
+                given = field(curve, rates, f"attention.{direction}.{rates}")
+                if not isinstance(given, list) or len(given) != len(sequence):
+                    raise problem(f"attention.{direction}.{rates}", f"one FLOP/s a sequence length, got {given!r}")
+                checked = [positive(r, f"attention.{direction}.{rates}") for r in given]
+                if min(checked) == 0:
+                    raise problem(f"attention.{direction}.{rates}", "rates > 0")
+                out["attention"][direction][rates] = checked
     if "matrix_units" in data:  # optional: GEMMs priced by waves of output tiles (csrc/simclock/launch_cost.cpp)
         units = section(data["matrix_units"], "matrix_units")
         count, tile = field(units, "count", "matrix_units.count"), field(units, "tile", "matrix_units.tile")
@@ -679,6 +702,29 @@ def _pct(part: float, whole: float) -> str:
 _formulas_installed = False
 
 
+# Fused attention operators: (pass: 1 forward, 2 backward; the index of is_causal in their arguments).
+_ATTENTION = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu": (1, 4),
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": (2, 7),
+    "aten::_scaled_dot_product_flash_attention": (1, 4),
+    "aten::_scaled_dot_product_flash_attention_backward": (2, 11),
+    "aten::_scaled_dot_product_efficient_attention": (1, 6),
+    "aten::_scaled_dot_product_cudnn_attention": (1, 6),
+}
+
+
+def _attention(name: str, args: list) -> tuple[int, bool, int] | None:
+    """(pass, causal, the keys' sequence length) of a fused attention kernel, for its curve (launch_cost.cpp)."""
+    if name not in _ATTENTION:
+        return None
+    direction, causal_at = _ATTENTION[name]
+    try:
+        key = args[2] if direction == 2 else args[1]  # (a backward's first argument is the output's gradient)
+        return direction, bool(args[causal_at]) if causal_at < len(args) else False, int(key.shape[-2])
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+
+
 def _gemm_shape(name: str, args: list, outputs: list) -> tuple[int, int, int, int] | None:
     """(batch, m, n, k) of the GEMM an operator is, for the matrix units' waves (launch_cost.cpp)."""
     try:
@@ -722,8 +768,10 @@ def _install_flop_formulas() -> None:
             counted = float(by_name[name](*args, **kwargs, out_val=out))
         except Exception:  # noqa: BLE001 - a formula that cannot read this call: priced as vector work
             return None
-        shape = _gemm_shape(name, args, outputs)
-        return counted if shape is None else (counted, shape)
+        shape, attention = _gemm_shape(name, args, outputs), _attention(name, args)
+        if shape is None and attention is None:
+            return counted
+        return counted, ({"gemm": shape} if shape is not None else {"attention": attention})
 
     _C._simclock_set_flop_formula(flops, sorted(by_name))
     _formulas_installed = True
