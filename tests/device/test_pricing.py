@@ -193,3 +193,18 @@ def test_attention_curves_in_a_profile_are_checked():
                                 ({"forward": {"sequence": [1024], "flops": [0]}}, "attention.forward.flops")):
         with pytest.raises(ProfileError, match=expected):
             load_profile({**ROUND, "attention": attention})
+
+
+@pytest.mark.parametrize("profile, ratio", [("h100-sxm", 1979 / 989.4), ("gaudi2", 865 / 432)])
+def test_an_fp8_matmul_runs_at_the_parts_fp8_rate(profile, ratio):
+    """The shipped profiles' FP8 rates (their datasheets' dense figures): an FP8 matmul is not priced
+    at the default (FP32) rate, about 30 times slower on an H100."""
+    n = 8192
+    a8 = torch.empty(n, n, device="meta", dtype=torch.float8_e4m3fn)
+    b8 = torch.empty(n, n, device="meta", dtype=torch.float8_e4m3fn).t()  # (_scaled_mm's layout)
+    scale = torch.empty((), device="meta")
+    fp8 = torch.simhpu.price(torch._scaled_mm, a8, b8, scale, scale, out_dtype=torch.bfloat16, profile=profile)
+    a16 = torch.empty(n, n, device="meta", dtype=torch.bfloat16)
+    bf16 = torch.simhpu.price(torch.mm, a16, a16, profile=profile)
+    assert fp8.kernels[0].bound == "compute"
+    assert bf16.seconds / fp8.seconds == pytest.approx(ratio, rel=0.01)
