@@ -161,12 +161,29 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int
   // An algorithm's cost: its latency, and its transfer time.
   auto cost = [](double latency, double transfer) { return CollectiveCost{latency + transfer, latency}; };
   auto faster = [](CollectiveCost x, CollectiveCost y) { return x.seconds <= y.seconds ? x : y; };
+  // Hierarchical, for a group with several ranks in each of several nodes: inside
+  // each node over its links, between nodes over every rank's own link at once,
+  // each carrying a node's share (NCCL's rings and trees run NVLink inside the
+  // node and each GPU's NIC across nodes): the flat ring would send everything
+  // at one link's speed. `passes`: 2 for an all_reduce (its reduce-scatter and
+  // all-gather halves), 1 for a gather or a scatter.
+  const int per_node = (n + std::max(nodes, 1) - 1) / std::max(nodes, 1);
+  const bool layered = nodes > 1 && per_node > 1;
+  auto hierarchical = [&](double passes) {
+    const double g = per_node, m = nodes;
+    const double intra_bw = p.intra_node.bandwidth * p.fabric_efficiency;
+    return cost(passes * ((g - 1) * p.intra_node.latency + (m - 1) * p.inter_node.latency),
+                passes * ((g - 1) / g * bytes / intra_bw + (m - 1) / m * (bytes / g) / bw));
+  };
   switch (kind) {
-    case CollectiveKind::AllReduce:
-      return faster(cost(2 * steps * a, 2 * share * bytes / bw),          // ring
-                    cost(2 * log2_ceil(n) * a, 2 * bytes / bw));           // tree
+    case CollectiveKind::AllReduce: {
+      const CollectiveCost flat = faster(cost(2 * steps * a, 2 * share * bytes / bw),   // ring
+                                         cost(2 * log2_ceil(n) * a, 2 * bytes / bw));    // tree
+      return layered ? faster(flat, hierarchical(2)) : flat;
+    }
     case CollectiveKind::AllGather:      // bytes: the gathered whole
     case CollectiveKind::ReduceScatter:  // bytes: the input whole
+      return layered ? faster(cost(steps * a, share * bytes / bw), hierarchical(1)) : cost(steps * a, share * bytes / bw);
     case CollectiveKind::AllToAll:
       return cost(steps * a, share * bytes / bw);
     case CollectiveKind::Broadcast:

@@ -75,7 +75,10 @@ def test_a_collective_is_priced_for_its_group_on_the_profiles_nodes():
     assert inside.bus_bandwidth == pytest.approx(2 * (7 / 8) * mb64 / inside.seconds)
     across = torch.simhpu.price_collective("all_reduce", torch.empty(mb64 // 4), 16, profile=ROUND)
     assert across.nodes == 2 and across.bytes == mb64
-    assert across.seconds == pytest.approx(2 * (15 / 16) * mb64 / (10e9 * 0.5) + 2 * 15 * 10 * US, rel=1e-12)
+    # two nodes of 8: inside each node over its links, between them each rank's own link with an eighth
+    assert across.seconds == pytest.approx(2 * ((7 / 8) * mb64 / (100e9 * 0.5) + (1 / 2) * (mb64 / 8) / (10e9 * 0.5))
+                                           + 2 * (7 * US + 10 * US), rel=1e-12)
+    assert across.latency == pytest.approx(2 * (7 * US + 10 * US), rel=1e-12)
     spread = torch.simhpu.price_collective("all_gather", mb64, 8, rank_stride=8, profile=ROUND)
     assert spread.nodes == 8  # one rank a node: every step crosses the network
     assert "all_reduce of" in str(inside) and "1 node(s)" in str(inside)

@@ -228,7 +228,7 @@ def test_measured_host_time_counts_the_host_work_between_launches(device):
 
 # -- collectives -----------------------------------------------------------------------------
 
-def test_collectives_take_the_faster_of_ring_and_tree_over_the_right_links():
+def test_collectives_take_the_fastest_of_ring_tree_and_hierarchical_over_the_right_links():
     torch.simhpu.set_profile(ROUND)
     try:
         mb64 = 64 << 20
@@ -237,13 +237,24 @@ def test_collectives_take_the_faster_of_ring_and_tree_over_the_right_links():
         ring_64 = 2 * (63 / 64) * mb64 / (10e9 * 0.5) + 2 * 63 * 10 * US  # beyond a node: the network
         tree_64 = 2 * 6 * 10 * US + 2 * mb64 / (10e9 * 0.5)  # (63 latencies cost more than 6)
         assert tree_64 < ring_64
-        assert _C._simclock_collective_seconds("all_reduce", mb64, 64) == pytest.approx(tree_64, rel=1e-12)
+        # 8 nodes of 8: inside each node over its links, between nodes each rank's link with an eighth
+        layered_64 = (2 * ((7 / 8) * mb64 / (100e9 * 0.5) + (7 / 8) * (mb64 / 8) / (10e9 * 0.5))
+                      + 2 * (7 * 1 * US + 7 * 10 * US))
+        assert layered_64 < tree_64
+        assert _C._simclock_collective_seconds("all_reduce", mb64, 64) == pytest.approx(layered_64, rel=1e-12)
         ring_16 = 2 * (15 / 16) * mb64 / (10e9 * 0.5) + 2 * 15 * 10 * US
-        assert _C._simclock_collective_seconds("all_reduce", mb64, 16) == pytest.approx(ring_16, rel=1e-12)
+        layered_16 = (2 * ((7 / 8) * mb64 / (100e9 * 0.5) + (1 / 2) * (mb64 / 8) / (10e9 * 0.5))
+                      + 2 * (7 * 1 * US + 1 * 10 * US))
+        assert layered_16 < ring_16 / 4  # (what the flat ring priced it at before: several times too slow)
+        assert _C._simclock_collective_seconds("all_reduce", mb64, 16) == pytest.approx(layered_16, rel=1e-12)
+        # one rank a node (a data-parallel group at stride 8): no node to share, the flat ring
+        assert _C._simclock_collective_seconds("all_reduce", mb64, 16, 8) == pytest.approx(ring_16, rel=1e-12)
         tree_1024 = 2 * 10 * 10 * US + 2 * 1024 / (10e9 * 0.5)  # small and wide: the tree wins
         assert _C._simclock_collective_seconds("all_reduce", 1024, 1024) == pytest.approx(tree_1024, rel=1e-12)
         gather_8 = (7 / 8) * mb64 / (100e9 * 0.5) + 7 * 1 * US
         assert _C._simclock_collective_seconds("all_gather", mb64, 8) == pytest.approx(gather_8, rel=1e-12)
+        gather_16 = (7 / 8) * mb64 / (100e9 * 0.5) + (1 / 2) * (mb64 / 8) / (10e9 * 0.5) + 7 * 1 * US + 10 * US
+        assert _C._simclock_collective_seconds("all_gather", mb64, 16) == pytest.approx(gather_16, rel=1e-12)
     finally:
         torch.simhpu.set_profile(None)
 
