@@ -149,10 +149,10 @@ def cost_rows(Row, best_pair):
     """Simulated time off against on: a 1-element launch, and the tiny GPT-2 eager step."""
     import torch_simhpu
 
-    def switched(on, fn):
+    def switched(on, fn, host_time="measured"):
         def run():
             if on:
-                torch.simhpu.set_profile("h100-sxm")
+                torch.simhpu.set_profile("h100-sxm", host_time=host_time)
             try:
                 fn()
                 torch.simhpu.synchronize()
@@ -169,6 +169,8 @@ def cost_rows(Row, best_pair):
     off, on = best_pair(switched(False, launches), switched(True, launches), n)
     rows = [Row("launch of a 1-element op, simulated time off (left) / on", "us", off * 1e6, on * 1e6,
                 "ratio <= 2.5")]
+    off, on = best_pair(switched(False, launches), switched(True, launches, "modelled"), n)
+    rows.append(Row("the same, host time modelled (no CPU clock read)", "us", off * 1e6, on * 1e6, "ratio <= 2.5"))
     try:
         step = gpt2("simhpu")
     except ImportError:
@@ -177,6 +179,32 @@ def cost_rows(Row, best_pair):
     rows.append(Row("tiny GPT-2 eager training step, simulated time off (left) / on", "ms", off * 1e3, on * 1e3,
                     "ratio <= 1.2"))
     return rows
+
+
+def print_priced(profile: str) -> None:
+    """What the cost model answers for shapes it prices, through the public API (torch.simhpu.price)."""
+    def meta(*shape, dtype=torch.bfloat16):
+        return torch.empty(*shape, dtype=dtype, device="meta")
+
+    print(f"\npriced on {profile} (torch.simhpu.price / price_collective):")
+    for n in (1024, 8192):
+        (mm,) = torch.simhpu.price(torch.mm, meta(n, n), meta(n, n), profile=profile).kernels
+        print(f"  GEMM {n}^2 bfloat16{'':<24} {mm.duration * 1e6:>10.2f}us  {mm.peak_fraction:>6.1%} of peak")
+    a8, scale = meta(8192, 8192, dtype=torch.float8_e4m3fn), meta((), dtype=torch.float32)
+    fp8 = torch.simhpu.price(torch._scaled_mm, a8, a8.t(), scale, scale, out_dtype=torch.bfloat16, profile=profile)
+    print(f"  GEMM 8192^2 float8_e4m3fn{'':<18} {fp8.seconds * 1e6:>10.2f}us")
+    q = meta(2, 32, 8192, 128)
+    for causal in (False, True):
+        price = torch.simhpu.price(
+            lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal),
+            q, q, q, profile=profile)
+        attention = max(price.kernels, key=lambda k: k.flops)
+        print(f"  SDPA 2x32x8192x128 bfloat16{', causal' if causal else '':<16} {attention.duration * 1e6:>10.2f}us"
+              f"  {attention.peak_fraction:>6.1%} of peak (FLOPs counted whole)")
+    for ranks in (8, 16, 64, 1024):
+        price = torch.simhpu.price_collective("all_reduce", 2 ** 30, ranks, profile=profile)
+        print(f"  all_reduce 1 GiB over {ranks:>4} ({price.nodes:>3} node(s)){'':<6} {price.seconds * 1e6:>10.2f}us"
+              f"  bus bandwidth {price.bus_bandwidth / 1e9:.1f} GB/s")
 
 
 def main():
@@ -220,6 +248,7 @@ def main():
     print(f"{'all_reduce 64 MB, 2 devices (model)':<40} {all_reduce(2) * 1e6:>10.2f}us  {'priced':<6}")
     for n in (8, 64, 1024):
         print(f"{f'  ... at {n} devices':<40} {all_reduce(n) * 1e6:>10.2f}us")
+    print_priced(options.profile)
     if not options.no_cost_rows:
         from run import Row, best_pair, print_table
         print()

@@ -28,7 +28,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from torch_simhpu import _C, phantom
-from torch_simhpu.simulation import Launch, _t, load_profile, simulate
+from torch_simhpu.simulation import Launch, _measure, _t, _union, load_profile, simulate
 
 BOUNDS = ("compute", "memory", "latency", "host-link", "fabric")
 
@@ -43,13 +43,7 @@ class Price:
     @property
     def seconds(self) -> float:
         """The device's time for the call's kernels (their spans' union: launch gaps left out)."""
-        total, covered_to = 0.0, float("-inf")
-        for k in sorted(self.kernels, key=lambda k: k.start):
-            start = max(k.start, covered_to)
-            if k.end > start:
-                total += k.end - start
-                covered_to = k.end
-        return total
+        return _measure(_union(self.kernels))
 
     @property
     def flops(self) -> float:

@@ -71,14 +71,6 @@ DeviceProfile profile_of(const py::dict& d) {
   return p;
 }
 
-Work work_named(const std::string& name) {
-  for (Work w : {Work::Vector, Work::Matrix, Work::HostToDevice, Work::DeviceToHost, Work::Collective, Work::Marker,
-                 Work::KernelArgument}) {
-    if (name == work_name(w)) return w;
-  }
-  TORCH_CHECK(false, "simulated time: unknown kind of work '", name, "'");
-}
-
 CollectiveKind collective_named(const std::string& name) {
   using K = CollectiveKind;
   for (K k : {K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::Reduce, K::AllToAll, K::PointToPoint,
@@ -92,11 +84,6 @@ DeviceProfile current_profile() {
   std::optional<DeviceProfile> p = simclock::profile();
   TORCH_CHECK(p, "simulated time is off: set a device profile first (torch.simhpu.set_profile)");
   return *p;
-}
-
-// The profile given (a dict Python checked), or the one in use.
-DeviceProfile given_or_current(const py::object& profile) {
-  return profile.is_none() ? current_profile() : profile_of(profile.cast<py::dict>());
 }
 
 // What a FLOP formula needs of an argument: tensors (for their shapes) and plain values.
@@ -153,7 +140,6 @@ void bind_simclock(py::module_& m) {
     simclock::joined::join(host, port, rank, std::move(ranks),
                            std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
   });
-  m.def("_simclock_leave", &simclock::joined::leave);
   m.def("_simclock_stream_now", [](int64_t device, int64_t stream) {
     return simclock::stream_now(c10::Stream(c10::Stream::UNSAFE,
                                             c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
@@ -173,23 +159,11 @@ void bind_simclock(py::module_& m) {
     for (const auto& e : entries) out.append(entry_tuple(e));
     return out;
   });
-  m.def("_simclock_cost", [](const std::string& work, double flops, double bytes, c10::ScalarType dtype,
-                             const py::object& profile) {
-    LaunchWork cost;
-    cost.work = work_named(work);
-    cost.flops = flops;
-    cost.bytes = bytes;
-    cost.dtype = dtype;
-    const simclock::Timing t = simclock::time_of(cost, given_or_current(profile));
-    return py::make_tuple(t.seconds, simclock::bound_name(t.bound), t.peak_fraction);
-  }, py::arg("work"), py::arg("flops"), py::arg("bytes"), py::arg("dtype"), py::arg("profile") = py::none());
-  m.def("_simclock_collective_seconds", [](const std::string& kind, double bytes, int ranks, int rank_stride,
-                                           const py::object& profile) {
-    const DeviceProfile p = given_or_current(profile);
+  m.def("_simclock_collective_seconds", [](const std::string& kind, double bytes, int ranks, int rank_stride) {
+    const DeviceProfile p = current_profile();
     return simclock::collective_seconds(collective_named(kind), bytes, ranks,
                                         simclock::nodes_spanned(ranks, 0, rank_stride, p), p);
-  }, py::arg("kind"), py::arg("bytes"), py::arg("ranks"), py::arg("rank_stride") = 1,
-     py::arg("profile") = py::none());
+  }, py::arg("kind"), py::arg("bytes"), py::arg("ranks"), py::arg("rank_stride") = 1);
   // (seconds, the part of them that does not grow with the bytes, nodes spanned)
   m.def("_simclock_collective_price", [](const std::string& kind, double bytes, int ranks, int rank_stride,
                                          const py::dict& profile) {

@@ -26,7 +26,6 @@ namespace simhpu::simclock::joined {
 // through the store at host:port.
 void join(const std::string& host, int port, int64_t rank, std::vector<int64_t> ranks,
           std::chrono::milliseconds timeout);
-void leave();
 bool active();
 
 // Whether the call `work` describes has an end in another process that joined.

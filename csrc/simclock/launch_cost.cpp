@@ -182,8 +182,10 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int
       return layered ? faster(flat, hierarchical(2)) : flat;
     }
     case CollectiveKind::AllGather:      // bytes: the gathered whole
-    case CollectiveKind::ReduceScatter:  // bytes: the input whole
-      return layered ? faster(cost(steps * a, share * bytes / bw), hierarchical(1)) : cost(steps * a, share * bytes / bw);
+    case CollectiveKind::ReduceScatter: {  // bytes: the input whole
+      const CollectiveCost ring = cost(steps * a, share * bytes / bw);
+      return layered ? faster(ring, hierarchical(1)) : ring;
+    }
     case CollectiveKind::AllToAll:
       return cost(steps * a, share * bytes / bw);
     case CollectiveKind::Broadcast:

@@ -104,6 +104,13 @@ def test_joined_ranks_are_checked(tmp_path):
     out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_DEVICE_PROFILE="h100-sxm", SIMHPU_EXECUTE="0",
                      SIMHPU_SIMULATED_WORLD="8", SIMHPU_JOINED_RANKS="0,4")
     assert out.returncode != 0 and "SIMHPU_JOIN_STORE must give the shared store as host:port" in out.stderr
+    # a world whose ranks all run (no simulated world): the rank is torchrun's RANK, and it must be set
+    out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_JOINED_RANKS="0,1",
+                     SIMHPU_JOIN_STORE="127.0.0.1:1", RANK="")
+    assert out.returncode != 0 and "this process's rank is RANK (as torchrun sets it)" in out.stderr
+    out = run_python("import torch_simhpu", cwd=tmp_path, SIMHPU_JOINED_RANKS="0,1",
+                     SIMHPU_JOIN_STORE="127.0.0.1:1", RANK="5")
+    assert out.returncode != 0 and "this process plays rank 5, which is not among them" in out.stderr
 
 
 PIPELINING = r'''

@@ -392,13 +392,7 @@ class Simulation:
 
     def busy(self) -> float:
         """Simulated seconds some stream of the device was running a kernel (the union of their spans)."""
-        total, covered_to = 0.0, -math.inf
-        for x in sorted(self.kernels(), key=lambda k: k.start):
-            start = max(x.start, covered_to)
-            if x.end > start:
-                total += x.end - start
-                covered_to = x.end
-        return total
+        return _measure(_union(self.kernels()))
 
     def waiting_for_host(self) -> float:
         """Simulated seconds the device (no stream running) sat idle until the host launched its next kernel."""
