@@ -45,12 +45,15 @@ DeviceProfile profile_of(const py::dict& d) {
   p.devices_per_node = fabric["devices_per_node"].cast<int>();
   p.intra_node = link_of(fabric["intra_node"].cast<py::dict>());
   p.inter_node = link_of(fabric["inter_node"].cast<py::dict>());
+  p.switch_reduction_bandwidth = fabric["switch_reduction_bandwidth"].cast<double>();
+  p.switch_reduction_latency = fabric["switch_reduction_latency"].cast<double>();
   if (d.contains("matrix_units")) {
     const auto units = d["matrix_units"].cast<py::dict>();
     p.matrix_units = units["count"].cast<int>();
-    const auto tile = units["tile"].cast<std::vector<int>>();
-    p.matrix_tile_m = tile.at(0);
-    p.matrix_tile_n = tile.at(1);
+    for (const auto& tile : units["tiles"].cast<std::vector<std::vector<int>>>()) {
+      p.matrix_tiles.push_back({tile.at(0), tile.at(1)});
+    }
+    p.matrix_split_k = units["split_k"].cast<int>();
   }
   if (d.contains("attention")) {
     const auto attention = d["attention"].cast<py::dict>();

@@ -40,12 +40,23 @@ struct DeviceProfile {
   int devices_per_node = 1;
   Link intra_node;
   Link inter_node;
-  // The matrix units a GEMM's output tiles are spread over, and the tile each
-  // computes (0: not modelled, every GEMM at the one efficiency). A GEMM runs
-  // in waves of one tile a unit: its time is its waves', the last one's idle
-  // units and its tiles' padding included (tile and wave quantisation).
+  // An all_reduce the node's switch reduces (NVLink SHARP): the bytes each device
+  // reaches it at, and the time a call takes besides, as measured (0: the switch
+  // does not reduce).
+  double switch_reduction_bandwidth = 0, switch_reduction_latency = 0;
+  // The matrix units a GEMM's output tiles are spread over, and the tiles the
+  // part's GEMM library chooses among (0 units: not modelled, every GEMM at the
+  // one efficiency). A GEMM runs in waves of one tile a unit: its time is its
+  // waves', the last one's idle units and its tiles' padding included (tile and
+  // wave quantisation). Up to `matrix_split_k` units may share one tile's K,
+  // their partial sums written and read back once (split-K, for GEMMs with too
+  // few tiles to fill the part). The library is taken to pick the fastest.
   int matrix_units = 0;
-  int matrix_tile_m = 0, matrix_tile_n = 0;
+  struct Tile {
+    int m, n;
+  };
+  std::vector<Tile> matrix_tiles;
+  int matrix_split_k = 1;
   // Fused attention (flash-style kernels), forward and backward: priced by their
   // own curves instead of the matrix efficiency, when the profile gives them.
   AttentionCurve attention_forward, attention_backward;

@@ -32,21 +32,46 @@ void add_tensor(TensorTotals& totals, const DeviceTensor& t) {
   }
 }
 
-// The FLOPs the part's matrix units spend on a launch: a GEMM's output tiles run
-// in waves of one a unit, so a partial tile costs a whole one and a partial last
+// A GEMM's compute and memory time as the part's GEMM library would run it:
+// the fastest of the profile's tiles and split-K factors. Output tiles run in
+// waves of one a unit, so a partial tile costs a whole one and a partial last
 // wave a whole wave (NVIDIA's "Matrix Multiplication Background" guide: tile and
-// wave quantisation). Anything else: its FLOPs as counted.
-double matrix_flops_done(const LaunchWork& cost, const DeviceProfile& p) {
-  if (cost.work != Work::Matrix || p.matrix_units <= 0 || cost.gemm_m <= 0 || cost.gemm_n <= 0 ||
-      cost.gemm_k <= 0 || cost.gemm_batch <= 0) {
-    return cost.flops;
+// wave quantisation); splitting K over several units fills a part a few tiles
+// would leave idle, at the price of writing and reading back float32 partial sums.
+// A unit writes its tile's outputs after the tile's K loop, at its share of the
+// memory bandwidth, before it starts its next tile: the epilogue is part of each
+// wave (it dominates a GEMM with a short K).
+struct Roofline {
+  double compute, memory;
+};
+std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfile& p, double peak_flops) {
+  if (cost.work != Work::Matrix || p.matrix_units <= 0 || p.matrix_tiles.empty() || cost.gemm_m <= 0 ||
+      cost.gemm_n <= 0 || cost.gemm_k <= 0 || cost.gemm_batch <= 0) {
+    return std::nullopt;
   }
-  auto tiles_along = [](int64_t extent, int tile) { return (extent + tile - 1) / tile; };
-  const double tiles = static_cast<double>(cost.gemm_batch) *
-                       static_cast<double>(tiles_along(cost.gemm_m, p.matrix_tile_m)) *
-                       static_cast<double>(tiles_along(cost.gemm_n, p.matrix_tile_n));
-  const double waves = std::ceil(tiles / p.matrix_units);
-  return waves * p.matrix_units * 2.0 * p.matrix_tile_m * p.matrix_tile_n * static_cast<double>(cost.gemm_k);
+  const double unit_rate = peak_flops * p.matrix_efficiency / p.matrix_units;
+  const double memory_rate = p.memory_bandwidth * p.memory_efficiency;
+  // (outputs at least 16-bit: an FP8 GEMM writes bfloat16 or wider)
+  const double output_size = std::max<double>(c10::elementSize(cost.dtype), 2);
+  const double batch = static_cast<double>(cost.gemm_batch), k = static_cast<double>(cost.gemm_k);
+  const double outputs = batch * static_cast<double>(cost.gemm_m) * static_cast<double>(cost.gemm_n);
+  auto tiles_along = [](int64_t extent, int tile) { return static_cast<double>((extent + tile - 1) / tile); };
+  std::optional<Roofline> best;
+  for (const DeviceProfile::Tile& tile : p.matrix_tiles) {
+    const double tiles = batch * tiles_along(cost.gemm_m, tile.m) * tiles_along(cost.gemm_n, tile.n);
+    for (int split = 1; split <= std::max(p.matrix_split_k, 1); split *= 2) {
+      const double waves = std::ceil(tiles * split / p.matrix_units);
+      const double k_each = std::ceil(k / split);
+      const double partial_sums = split > 1 ? 2.0 * split * outputs * sizeof(float) : 0.0;
+      const double tile_seconds = 2.0 * tile.m * tile.n * k_each / unit_rate +
+                                  tile.m * tile.n * output_size / (memory_rate / p.matrix_units);
+      const Roofline candidate{waves * tile_seconds, (cost.bytes + partial_sums) / memory_rate};
+      if (!best || std::max(candidate.compute, candidate.memory) < std::max(best->compute, best->memory)) {
+        best = candidate;
+      }
+    }
+  }
+  return best;
 }
 
 // A fused attention kernel's compute time by the profile's curve for its pass,
@@ -128,9 +153,16 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
   const c10::ScalarType dtype = cost.dtype == c10::ScalarType::Undefined ? c10::ScalarType::Float : cost.dtype;
   const bool matrix = cost.work == Work::Matrix;
   const double peak_flops = (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
-  const double compute = attention_seconds(cost, p).value_or(
-      matrix_flops_done(cost, p) / (peak_flops * (matrix ? p.matrix_efficiency : p.vector_efficiency)));
-  const double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
+  double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
+  double compute = 0;
+  if (const auto attention = attention_seconds(cost, p)) {
+    compute = *attention;
+  } else if (const auto gemm = gemm_roofline(cost, p, peak_flops)) {
+    compute = gemm->compute;
+    memory = gemm->memory;
+  } else {
+    compute = cost.flops / (peak_flops * (matrix ? p.matrix_efficiency : p.vector_efficiency));
+  }
   const double seconds = p.kernel_overhead + std::max(compute, memory);
   const double flops_fraction = cost.flops / seconds / peak_flops;
   const double bytes_fraction = cost.bytes / seconds / p.memory_bandwidth;
@@ -162,23 +194,33 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int
   auto cost = [](double latency, double transfer) { return CollectiveCost{latency + transfer, latency}; };
   auto faster = [](CollectiveCost x, CollectiveCost y) { return x.seconds <= y.seconds ? x : y; };
   // Hierarchical, for a group with several ranks in each of several nodes: inside
-  // each node over its links, between nodes over every rank's own link at once,
-  // each carrying a node's share (NCCL's rings and trees run NVLink inside the
-  // node and each GPU's NIC across nodes): the flat ring would send everything
-  // at one link's speed. `passes`: 2 for an all_reduce (its reduce-scatter and
+  // each node over its links (or its switch, when it reduces), between nodes over
+  // every rank's own link at once, each carrying a node's share. NCCL pipelines
+  // the two (its rings and trees cross NVLink and the NICs chunk by chunk), so
+  // the slower of them sets the time; the flat ring would send everything at one
+  // link's speed. `passes`: 2 for an all_reduce (its reduce-scatter and
   // all-gather halves), 1 for a gather or a scatter.
   const int per_node = (n + std::max(nodes, 1) - 1) / std::max(nodes, 1);
   const bool layered = nodes > 1 && per_node > 1;
   auto hierarchical = [&](double passes) {
     const double g = per_node, m = nodes;
-    const double intra_bw = p.intra_node.bandwidth * p.fabric_efficiency;
+    double inside = passes * (g - 1) / g * bytes / (p.intra_node.bandwidth * p.fabric_efficiency);
+    if (passes == 2 && p.switch_reduction_bandwidth > 0) {
+      inside = std::min(inside, bytes / p.switch_reduction_bandwidth);
+    }
+    const double between = passes * (m - 1) / m * (bytes / g) / bw;
     return cost(passes * ((g - 1) * p.intra_node.latency + (m - 1) * p.inter_node.latency),
-                passes * ((g - 1) / g * bytes / intra_bw + (m - 1) / m * (bytes / g) / bw));
+                std::max(inside, between));
   };
   switch (kind) {
     case CollectiveKind::AllReduce: {
-      const CollectiveCost flat = faster(cost(2 * steps * a, 2 * share * bytes / bw),   // ring
-                                         cost(2 * log2_ceil(n) * a, 2 * bytes / bw));    // tree
+      CollectiveCost flat = faster(cost(2 * steps * a, 2 * share * bytes / bw),   // ring
+                                   cost(2 * log2_ceil(n) * a, 2 * bytes / bw));    // tree
+      if (nodes <= 1 && p.switch_reduction_bandwidth > 0) {
+        // The switch reduces: each device sends its buffer once and receives the sum once.
+        const double latency = p.switch_reduction_latency > 0 ? p.switch_reduction_latency : 2 * a;  // (up, down)
+        flat = faster(flat, cost(latency, bytes / p.switch_reduction_bandwidth));
+      }
       return layered ? faster(flat, hierarchical(2)) : flat;
     }
     case CollectiveKind::AllGather:      // bytes: the gathered whole

@@ -75,8 +75,9 @@ def test_a_collective_is_priced_for_its_group_on_the_profiles_nodes():
     assert inside.bus_bandwidth == pytest.approx(2 * (7 / 8) * mb64 / inside.seconds)
     across = torch.simhpu.price_collective("all_reduce", torch.empty(mb64 // 4), 16, profile=ROUND)
     assert across.nodes == 2 and across.bytes == mb64
-    # two nodes of 8: inside each node over its links, between them each rank's own link with an eighth
-    assert across.seconds == pytest.approx(2 * ((7 / 8) * mb64 / (100e9 * 0.5) + (1 / 2) * (mb64 / 8) / (10e9 * 0.5))
+    # two nodes of 8: inside each node over its links, between them each rank's own link with an eighth,
+    # pipelined: the slower of the two sets the time
+    assert across.seconds == pytest.approx(2 * max((7 / 8) * mb64 / (100e9 * 0.5), (1 / 2) * (mb64 / 8) / (10e9 * 0.5))
                                            + 2 * (7 * US + 10 * US), rel=1e-12)
     assert across.latency == pytest.approx(2 * (7 * US + 10 * US), rel=1e-12)
     spread = torch.simhpu.price_collective("all_gather", mb64, 8, rank_stride=8, profile=ROUND)
@@ -103,8 +104,11 @@ def gemm_seconds(fn, *shapes):
     return torch.simhpu.price(fn, *(torch.empty(*s, device="meta") for s in shapes), profile=UNITS).seconds
 
 
-def one_wave(k):  # four 128 x 128 tiles of depth k
-    return 4 * 2 * 128 * 128 * k / MATRIX + 1 * US
+EPILOGUE = 128 * 128 * 4 / (1e16 * 0.5 / 4)  # a unit writes its float32 tile at its share of the memory
+
+
+def one_wave(k):  # four 128 x 128 tiles of depth k, each unit's outputs written after its K loop
+    return 4 * 2 * 128 * 128 * k / MATRIX + EPILOGUE + 1 * US
 
 
 def test_a_gemm_is_priced_by_its_waves_of_output_tiles():
@@ -138,9 +142,30 @@ def test_matrix_units_in_a_profile_are_checked():
     for units, expected in (({"count": 0, "tile": [128, 128]}, "matrix_units.count"),
                             ({"count": 4, "tile": [128]}, "matrix_units.tile"),
                             ({"count": 4, "tile": [128, True]}, "matrix_units.tile"),
-                            ({"tile": [128, 128]}, "matrix_units.count")):
+                            ({"tile": [128, 128]}, "matrix_units.count"),
+                            ({"count": 4}, "one of 'tile'"),
+                            ({"count": 4, "tile": [128, 128], "tiles": [[64, 64]]}, "one of 'tile'"),
+                            ({"count": 4, "tiles": []}, "matrix_units.tiles"),
+                            ({"count": 4, "tiles": [[64, 64], [0, 64]]}, "matrix_units.tiles"),
+                            ({"count": 4, "tile": [128, 128], "split_k": 0}, "matrix_units.split_k")):
         with pytest.raises(ProfileError, match=expected):
             load_profile({**ROUND, "matrix_units": units})
+    with pytest.raises(ProfileError, match="fabric.switch_reduction_bandwidth"):
+        load_profile({**ROUND, "fabric": {**ROUND["fabric"], "switch_reduction_bandwidth": -1}})
+
+
+def test_a_gemm_with_few_tiles_takes_the_tile_and_split_that_fill_the_part():
+    """Eight units, two tiles to choose from: a 128 x 128 output fills one unit with the large tile, four
+    with the small one; splitting K over the rest fills all eight, its float32 partial sums written and
+    read back once (here through memory fast enough not to matter)."""
+    eight = {**UNITS, "matrix_units": {"count": 8, "tiles": [[128, 128], [64, 64]], "split_k": 2}}
+    a, b = torch.empty(128, 4096, device="meta"), torch.empty(4096, 128, device="meta")
+    seconds = torch.simhpu.price(torch.mm, a, b, profile=eight).seconds
+    one_unit = 8 * 2 * 128 * 128 * 4096 / MATRIX  # the whole GEMM's FLOPs at one unit's rate
+    split_small_tiles = one_unit / 8 + 64 * 64 * 4 / (1e16 * 0.5 / 8)
+    assert seconds == pytest.approx(split_small_tiles + 1 * US, rel=1e-9)
+    only_large = {**eight, "matrix_units": {"count": 8, "tiles": [[128, 128]], "split_k": 1}}
+    assert torch.simhpu.price(torch.mm, a, b, profile=only_large).seconds > 5 * seconds  # one unit of eight busy
 
 
 # ROUND with attention curves: 10 TFLOP/s forward at 1,024 keys, 20 at 4,096 (5 and 10 with a causal
@@ -201,7 +226,8 @@ def test_attention_curves_in_a_profile_are_checked():
 @pytest.mark.parametrize("profile, ratio", [("h100-sxm", 1979 / 989.4), ("gaudi2", 865 / 432)])
 def test_an_fp8_matmul_runs_at_the_parts_fp8_rate(profile, ratio):
     """The shipped profiles' FP8 rates (their datasheets' dense figures): an FP8 matmul is not priced
-    at the default (FP32) rate, about 30 times slower on an H100."""
+    at the default (FP32) rate, about 30 times slower on an H100. (Within 5 %: both write bfloat16
+    outputs, an epilogue the FP8 rate does not speed up.)"""
     n = 8192
     a8 = torch.empty(n, n, device="meta", dtype=torch.float8_e4m3fn)
     b8 = torch.empty(n, n, device="meta", dtype=torch.float8_e4m3fn).t()  # (_scaled_mm's layout)
@@ -210,4 +236,4 @@ def test_an_fp8_matmul_runs_at_the_parts_fp8_rate(profile, ratio):
     a16 = torch.empty(n, n, device="meta", dtype=torch.bfloat16)
     bf16 = torch.simhpu.price(torch.mm, a16, a16, profile=profile)
     assert fp8.kernels[0].bound == "compute"
-    assert bf16.seconds / fp8.seconds == pytest.approx(ratio, rel=0.01)
+    assert bf16.seconds / fp8.seconds == pytest.approx(ratio, rel=0.05)

@@ -44,7 +44,8 @@ PROFILE_DIR = Path(__file__).parent.parent / "profiles"
 
 _DTYPES = {
     "float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2, "complex64": torch.complex64,
+    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+    "float8_e4m3fnuz": torch.float8_e4m3fnuz, "float8_e5m2fnuz": torch.float8_e5m2fnuz, "complex64": torch.complex64,
     "complex128": torch.complex128, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
     "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
 }
@@ -144,6 +145,9 @@ def _validated(data: dict, where: str) -> dict:
         given = section(field(fabric, link, f"fabric.{link}"), f"fabric.{link}")
         out["fabric"][link] = {k: positive(field(given, k, f"fabric.{link}.{k}"), f"fabric.{link}.{k}")
                                for k in ("bandwidth", "latency")}
+    # optional: an all_reduce the node's switch reduces (NVLink SHARP), at the bandwidth and latency measured
+    for switch in ("switch_reduction_bandwidth", "switch_reduction_latency"):
+        out["fabric"][switch] = positive(fabric.get(switch, 0), f"fabric.{switch}")
     for bandwidth in ("host_link.bandwidth", "host_link.pageable_bandwidth", "fabric.intra_node.bandwidth",
                       "fabric.inter_node.bandwidth"):
         value = out
@@ -176,13 +180,24 @@ def _validated(data: dict, where: str) -> dict:
                 out["attention"][direction][rates] = checked
     if "matrix_units" in data:  # optional: GEMMs priced by waves of output tiles (csrc/simclock/launch_cost.cpp)
         units = section(data["matrix_units"], "matrix_units")
-        count, tile = field(units, "count", "matrix_units.count"), field(units, "tile", "matrix_units.tile")
+        count = field(units, "count", "matrix_units.count")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise problem("matrix_units.count", f"the number of matrix units, an int >= 1, got {count!r}")
-        if (not isinstance(tile, list) or len(tile) != 2
-                or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tile)):
-            raise problem("matrix_units.tile", f"a unit's output tile [rows, columns], two ints >= 1, got {tile!r}")
-        out["matrix_units"] = {"count": count, "tile": list(tile)}
+
+        def is_tile(tile) -> bool:
+            return (isinstance(tile, list) and len(tile) == 2
+                    and all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tile))
+
+        if ("tile" in units) == ("tiles" in units):
+            raise problem("matrix_units", "one of 'tile' (a unit's output tile [rows, columns]) or 'tiles' (a list of them)")
+        tiles = [units["tile"]] if "tile" in units else units["tiles"]
+        if not isinstance(tiles, list) or not tiles or not all(is_tile(t) for t in tiles):
+            name = "matrix_units.tile" if "tile" in units else "matrix_units.tiles"
+            raise problem(name, f"output tiles [rows, columns], two ints >= 1 each, got {units.get('tile', tiles)!r}")
+        split_k = units.get("split_k", 1)
+        if isinstance(split_k, bool) or not isinstance(split_k, int) or split_k < 1:
+            raise problem("matrix_units.split_k", f"how many units may share a tile's K, an int >= 1, got {split_k!r}")
+        out["matrix_units"] = {"count": count, "tiles": [list(t) for t in tiles], "split_k": split_k}
     efficiency = section(field(data, "efficiency", "efficiency"), "efficiency")
     out["efficiency"] = {}
     for name in _EFFICIENCIES:
