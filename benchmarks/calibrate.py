@@ -38,10 +38,13 @@ PROFILES = CHECKOUT_PROFILES if CHECKOUT_PROFILES.is_dir() else PROFILE_DIR
 # What a fitted constant may be: bisection brackets, and whether a larger value makes the part faster.
 FITTABLE = {
     "efficiency.matrix": (0.05, 1.0, True),
+    "efficiency.matrix_8bit": (0.05, 1.0, True),
     "efficiency.memory": (0.05, 1.0, True),
     "efficiency.fabric": (0.05, 1.0, True),
     "fabric.switch_reduction_bandwidth": (1e9, 1e13, True),
     "fabric.inter_node.latency": (1e-7, 1e-3, False),
+    "fabric.switch_reduction_latency": (1e-7, 1e-3, False),
+    "matrix_units.tile_overhead": (1e-9, 1e-4, False),
 }
 
 
@@ -131,14 +134,22 @@ def fit(row: dict, model: Model) -> tuple[float, bool]:
     return value, reached
 
 
-def calibrate(published: dict) -> tuple[Model, list[dict]]:
+def calibrate(published: dict, passes: int = 20) -> tuple[Model, list[dict]]:
+    """Fits every row in turn, then again, until no constant moves by 0.1 %: a row's fit
+    can shift one fitted before it (a GEMM's tile overhead and its 8-bit efficiency both
+    show in both GEMM rows), so one pass is not yet a solution of them all."""
     model = Model(published["systems"])
-    report = []
-    for row in published["calibration"]:
-        value, reached = fit(row, model)
-        for name in [row["system"], *row.get("also", [])]:
-            model.fitted.setdefault(name, {})[row["fits"]] = value
-        report.append({**row, "value": value, "reached": reached})
+    for _ in range(passes):
+        report, moved = [], False
+        for row in published["calibration"]:
+            value, reached = fit(row, model)
+            before = model.fitted.get(row["system"], {}).get(row["fits"])
+            moved |= before is None or abs(value / before - 1) > 1e-3
+            for name in [row["system"], *row.get("also", [])]:
+                model.fitted.setdefault(name, {})[row["fits"]] = value
+            report.append({**row, "value": value, "reached": reached})
+        if not moved:
+            break
     return model, report
 
 
@@ -183,8 +194,8 @@ def write_profiles(report: list[dict], systems: dict) -> None:
             path = PROFILES / f"{name}.json"
             text, value = path.read_text(), f"{row['value']:.4g}"
             section, key = row["fits"].rsplit(".", 1)
-            line_key = section.split(".")[-1]  # the line (efficiency, inter_node, fabric) that holds the key
-            pattern = (rf'("{key}":\s*)[-+0-9.eE]+' if line_key == "fabric"
+            line_key = section.split(".")[-1]  # the line (efficiency, inter_node, fabric, matrix_units) holding the key
+            pattern = (rf'("{key}":\s*)[-+0-9.eE]+' if line_key in ("fabric", "matrix_units")
                        else rf'("{line_key}":\s*\{{[^\n]*?"{key}":\s*)[-+0-9.eE]+')
             text, count = re.subn(pattern, lambda m: m.group(1) + value, text, count=1)
             if count != 1:
@@ -225,14 +236,16 @@ def main() -> int:
               f"predicted {row['predicted']:>9.4g}  {row['error']:+7.1%}   [{row['source']}]")
     errors = [abs(row["error"]) for row in rows]
     used = {row["source"] for row in rows}
+    publishers = {sources[name]["publisher"] for name in used}  # two documents of one author count once
     parts = {published["systems"].get(row["system"], {}).get("profile", row["system"]) for row in rows}
     within = sum(e <= 0.25 for e in errors)
-    print(f"\n{len(rows)} rows from {len(used)} sources on {len(parts)} parts; median |error| "
-          f"{statistics.median(errors):.1%}, largest {max(errors):.1%}, {within} of {len(rows)} within 25 %")
-    print(f"  rows >= 30: {'YES' if len(rows) >= 30 else 'NO'}   sources >= 6: {'YES' if len(used) >= 6 else 'NO'}"
-          f"   parts >= 3: {'YES' if len(parts) >= 3 else 'NO'}   median <= 10 %: "
-          f"{'YES' if statistics.median(errors) <= 0.10 else 'NO'}   every row <= 25 %: "
-          f"{'YES' if within == len(rows) else 'NO'}")
+    median = statistics.median(errors)
+    print(f"\n{len(rows)} rows from {len(used)} sources ({len(publishers)} independent publishers) on "
+          f"{len(parts)} parts; median |error| {median:.1%}, largest {max(errors):.1%}, "
+          f"{within} of {len(rows)} within 25 %")
+    targets = {"rows >= 30": len(rows) >= 30, "independent sources >= 6": len(publishers) >= 6,
+               "parts >= 3": len(parts) >= 3, "median <= 10 %": median <= 0.10, "every row <= 25 %": within == len(rows)}
+    print("  " + "   ".join(f"{name}: {'YES' if met else 'NO'}" for name, met in targets.items()))
     return 1 if disagreements else 0
 
 

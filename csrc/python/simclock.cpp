@@ -47,6 +47,11 @@ DeviceProfile profile_of(const py::dict& d) {
   p.inter_node = link_of(fabric["inter_node"].cast<py::dict>());
   p.switch_reduction_bandwidth = fabric["switch_reduction_bandwidth"].cast<double>();
   p.switch_reduction_latency = fabric["switch_reduction_latency"].cast<double>();
+  for (const auto& given : fabric["protocols"].cast<py::list>()) {
+    const auto protocol = given.cast<py::dict>();
+    p.protocols.push_back({protocol["base_latency"].cast<double>(), protocol["intra_hop"].cast<double>(),
+                           protocol["inter_hop"].cast<double>(), protocol["bandwidth"].cast<double>()});
+  }
   if (d.contains("matrix_units")) {
     const auto units = d["matrix_units"].cast<py::dict>();
     p.matrix_units = units["count"].cast<int>();
@@ -54,6 +59,7 @@ DeviceProfile profile_of(const py::dict& d) {
       p.matrix_tiles.push_back({tile.at(0), tile.at(1)});
     }
     p.matrix_split_k = units["split_k"].cast<int>();
+    p.matrix_tile_overhead = units["tile_overhead"].cast<double>();
   }
   if (d.contains("attention")) {
     const auto attention = d["attention"].cast<py::dict>();
@@ -67,6 +73,7 @@ DeviceProfile profile_of(const py::dict& d) {
   }
   const auto eff = d["efficiency"].cast<py::dict>();
   p.matrix_efficiency = eff["matrix"].cast<double>();
+  p.matrix_efficiency_8bit = eff["matrix_8bit"].cast<double>();
   p.vector_efficiency = eff["vector"].cast<double>();
   p.memory_efficiency = eff["memory"].cast<double>();
   p.host_link_efficiency = eff["host_link"].cast<double>();

@@ -23,6 +23,14 @@ struct AttentionCurve {
   bool known() const { return !sequence.empty(); }
 };
 
+// How a collective library moves data (NCCL's LL, LL128 and Simple protocols):
+// the latency a call starts with, the latency each step of an algorithm adds on
+// top of its link's (inside a node, across the network), and the fraction of the
+// link's bandwidth it reaches. The library's tuner takes the fastest.
+struct CollectiveProtocol {
+  double base_latency = 0, intra_hop = 0, inter_hop = 0, bandwidth = 1;
+};
+
 struct DeviceProfile {
   std::string name;
   // FLOP/s of matrix units (GEMM, convolution, attention) and of vector units
@@ -44,6 +52,7 @@ struct DeviceProfile {
   // reaches it at, and the time a call takes besides, as measured (0: the switch
   // does not reduce).
   double switch_reduction_bandwidth = 0, switch_reduction_latency = 0;
+  std::vector<CollectiveProtocol> protocols;  // empty: one that adds nothing to the links
   // The matrix units a GEMM's output tiles are spread over, and the tiles the
   // part's GEMM library chooses among (0 units: not modelled, every GEMM at the
   // one efficiency). A GEMM runs in waves of one tile a unit: its time is its
@@ -57,12 +66,15 @@ struct DeviceProfile {
   };
   std::vector<Tile> matrix_tiles;
   int matrix_split_k = 1;
+  double matrix_tile_overhead = 0;  // s a tile spends besides its K loop and its outputs
   // Fused attention (flash-style kernels), forward and backward: priced by their
   // own curves instead of the matrix efficiency, when the profile gives them.
   AttentionCurve attention_forward, attention_backward;
   // The fraction of each peak that real kernels reach.
   double matrix_efficiency = 1, vector_efficiency = 1, memory_efficiency = 1, host_link_efficiency = 1,
          fabric_efficiency = 1;
+  // 8-bit (FP8, INT8) GEMMs' own, when the part's differs (0: the matrix efficiency).
+  double matrix_efficiency_8bit = 0;
 };
 
 } // namespace simhpu::simclock

@@ -39,17 +39,19 @@ void add_tensor(TensorTotals& totals, const DeviceTensor& t) {
 // wave quantisation); splitting K over several units fills a part a few tiles
 // would leave idle, at the price of writing and reading back float32 partial sums.
 // A unit writes its tile's outputs after the tile's K loop, at its share of the
-// memory bandwidth, before it starts its next tile: the epilogue is part of each
-// wave (it dominates a GEMM with a short K).
+// memory bandwidth, before it starts its next tile, and each tile starts by
+// filling its operand pipeline (the profile's tile_overhead): both are part of
+// each wave, and dominate a GEMM with a short K.
 struct Roofline {
   double compute, memory;
 };
-std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfile& p, double peak_flops) {
+std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfile& p, double peak_flops,
+                                       double efficiency) {
   if (cost.work != Work::Matrix || p.matrix_units <= 0 || p.matrix_tiles.empty() || cost.gemm_m <= 0 ||
       cost.gemm_n <= 0 || cost.gemm_k <= 0 || cost.gemm_batch <= 0) {
     return std::nullopt;
   }
-  const double unit_rate = peak_flops * p.matrix_efficiency / p.matrix_units;
+  const double unit_rate = peak_flops * efficiency / p.matrix_units;
   const double memory_rate = p.memory_bandwidth * p.memory_efficiency;
   // (outputs at least 16-bit: an FP8 GEMM writes bfloat16 or wider)
   const double output_size = std::max<double>(c10::elementSize(cost.dtype), 2);
@@ -63,7 +65,7 @@ std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfil
       const double waves = std::ceil(tiles * split / p.matrix_units);
       const double k_each = std::ceil(k / split);
       const double partial_sums = split > 1 ? 2.0 * split * outputs * sizeof(float) : 0.0;
-      const double tile_seconds = 2.0 * tile.m * tile.n * k_each / unit_rate +
+      const double tile_seconds = p.matrix_tile_overhead + 2.0 * tile.m * tile.n * k_each / unit_rate +
                                   tile.m * tile.n * output_size / (memory_rate / p.matrix_units);
       const Roofline candidate{waves * tile_seconds, (cost.bytes + partial_sums) / memory_rate};
       if (!best || std::max(candidate.compute, candidate.memory) < std::max(best->compute, best->memory)) {
@@ -154,14 +156,17 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
   const bool matrix = cost.work == Work::Matrix;
   const double peak_flops = (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
   double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
+  const double efficiency = !matrix ? p.vector_efficiency
+                            : c10::elementSize(dtype) == 1 && p.matrix_efficiency_8bit > 0 ? p.matrix_efficiency_8bit
+                                                                                            : p.matrix_efficiency;
   double compute = 0;
   if (const auto attention = attention_seconds(cost, p)) {
     compute = *attention;
-  } else if (const auto gemm = gemm_roofline(cost, p, peak_flops)) {
+  } else if (const auto gemm = gemm_roofline(cost, p, peak_flops, efficiency)) {
     compute = gemm->compute;
     memory = gemm->memory;
   } else {
-    compute = cost.flops / (peak_flops * (matrix ? p.matrix_efficiency : p.vector_efficiency));
+    compute = cost.flops / (peak_flops * efficiency);
   }
   const double seconds = p.kernel_overhead + std::max(compute, memory);
   const double flops_fraction = cost.flops / seconds / peak_flops;
@@ -185,61 +190,89 @@ int nodes_spanned(int ranks, int first_rank, int rank_stride, const DeviceProfil
 CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& p) {
   const int n = std::max(ranks, 1);
   if (n == 1) return {p.kernel_overhead, p.kernel_overhead};  // a local copy at most
-  const Link& link = nodes <= 1 ? p.intra_node : p.inter_node;
-  const double bw = link.bandwidth * p.fabric_efficiency;
-  const double a = link.latency;
+  nodes = std::max(nodes, 1);
   const double steps = static_cast<double>(n - 1);
   const double share = steps / n;  // of the buffer each rank sends per ring pass
-  // An algorithm's cost: its latency, and its transfer time.
-  auto cost = [](double latency, double transfer) { return CollectiveCost{latency + transfer, latency}; };
-  auto faster = [](CollectiveCost x, CollectiveCost y) { return x.seconds <= y.seconds ? x : y; };
-  // Hierarchical, for a group with several ranks in each of several nodes: inside
-  // each node over its links (or its switch, when it reduces), between nodes over
-  // every rank's own link at once, each carrying a node's share. NCCL pipelines
-  // the two (its rings and trees cross NVLink and the NICs chunk by chunk), so
-  // the slower of them sets the time; the flat ring would send everything at one
-  // link's speed. `passes`: 2 for an all_reduce (its reduce-scatter and
-  // all-gather halves), 1 for a gather or a scatter.
-  const int per_node = (n + std::max(nodes, 1) - 1) / std::max(nodes, 1);
+  // A group with several ranks in each of several nodes can go hierarchically:
+  // inside each node over its links (or its switch, when it reduces), between
+  // nodes over every rank's own link at once, each carrying a node's share. NCCL
+  // pipelines the two (its rings and trees cross NVLink and the NICs chunk by
+  // chunk), so the slower of them sets the time; the flat ring would send
+  // everything at one link's speed.
+  const int per_node = (n + nodes - 1) / nodes;
   const bool layered = nodes > 1 && per_node > 1;
-  auto hierarchical = [&](double passes) {
-    const double g = per_node, m = nodes;
-    double inside = passes * (g - 1) / g * bytes / (p.intra_node.bandwidth * p.fabric_efficiency);
-    if (passes == 2 && p.switch_reduction_bandwidth > 0) {
-      inside = std::min(inside, bytes / p.switch_reduction_bandwidth);
-    }
-    const double between = passes * (m - 1) / m * (bytes / g) / bw;
-    return cost(passes * ((g - 1) * p.intra_node.latency + (m - 1) * p.inter_node.latency),
-                std::max(inside, between));
+  const double g = per_node, m = nodes;
+  std::optional<CollectiveCost> best;  // the tuner's choice: the fastest algorithm and protocol
+  auto consider = [&best](double latency, double transfer) {
+    if (!best || latency + transfer < best->seconds) best = CollectiveCost{latency + transfer, latency};
   };
-  switch (kind) {
-    case CollectiveKind::AllReduce: {
-      CollectiveCost flat = faster(cost(2 * steps * a, 2 * share * bytes / bw),   // ring
-                                   cost(2 * log2_ceil(n) * a, 2 * bytes / bw));    // tree
-      if (nodes <= 1 && p.switch_reduction_bandwidth > 0) {
-        // The switch reduces: each device sends its buffer once and receives the sum once.
-        const double latency = p.switch_reduction_latency > 0 ? p.switch_reduction_latency : 2 * a;  // (up, down)
-        flat = faster(flat, cost(latency, bytes / p.switch_reduction_bandwidth));
-      }
-      return layered ? faster(flat, hierarchical(2)) : flat;
+  // Each protocol trades latency for bandwidth (NCCL's LL, LL128 and Simple); a
+  // profile without protocols has one that adds nothing to its links.
+  static const std::vector<CollectiveProtocol> plain{CollectiveProtocol{}};
+  const CollectiveProtocol* bulk = nullptr;  // the protocol with the most bandwidth (the switch's, below)
+  for (const CollectiveProtocol& protocol : p.protocols.empty() ? plain : p.protocols) {
+    if (!bulk || protocol.bandwidth >= bulk->bandwidth) bulk = &protocol;
+    const double hop_in = p.intra_node.latency + protocol.intra_hop;
+    const double hop_out = p.inter_node.latency + protocol.inter_hop;
+    const double rate = p.fabric_efficiency * protocol.bandwidth;
+    const double bw_in = p.intra_node.bandwidth * rate, bw_out = p.inter_node.bandwidth * rate;
+    const double bw = nodes > 1 ? bw_out : bw_in;  // a flat algorithm's slowest link
+    // A flat ring of `hops` steps: the steps that cross between nodes at the network's latency.
+    auto ring_latency = [&](double hops, double crossing) {
+      return protocol.base_latency + (hops - crossing) * hop_in + crossing * hop_out;
+    };
+    auto hierarchical = [&](double passes) {  // 2 for an all_reduce, 1 for a gather or a scatter
+      consider(protocol.base_latency + passes * ((g - 1) * hop_in + (m - 1) * hop_out),
+               std::max(passes * (g - 1) / g * bytes / bw_in, passes * (m - 1) / m * (bytes / g) / bw_out));
+    };
+    // a ring's steps that cross between nodes, both passes (every one, with a rank a node)
+    const double crossings = nodes > 1 ? std::min(2.0 * nodes, 2 * steps) : 0.0;
+    switch (kind) {
+      case CollectiveKind::AllReduce:
+        consider(ring_latency(2 * steps, crossings), 2 * share * bytes / bw);
+        // a tree: up and down its depth (inside a node, then between nodes)
+        consider(protocol.base_latency + 2 * (nodes > 1 ? (g - 1) * hop_in + log2_ceil(nodes) * hop_out
+                                                        : log2_ceil(n) * hop_in),
+                 2 * bytes / bw);
+        if (layered) hierarchical(2);
+        break;
+      case CollectiveKind::AllGather:      // bytes: the gathered whole
+      case CollectiveKind::ReduceScatter:  // bytes: the input whole
+        consider(ring_latency(steps, crossings / 2), share * bytes / bw);  // (one pass)
+        if (layered) hierarchical(1);
+        break;
+      case CollectiveKind::AllToAll:
+        consider(ring_latency(steps, nodes > 1 ? steps * (m - 1) / m : 0), share * bytes / bw);
+        break;
+      case CollectiveKind::Broadcast:
+      case CollectiveKind::Reduce:
+        consider(ring_latency(steps, nodes > 1 ? m : 0), bytes / bw);                          // pipelined along a ring
+        consider(protocol.base_latency + log2_ceil(n) * (nodes > 1 ? hop_out : hop_in),
+                 log2_ceil(n) * bytes / bw);                                                     // tree
+        break;
+      case CollectiveKind::PointToPoint:
+        consider(protocol.base_latency + (nodes > 1 ? hop_out : hop_in), bytes / bw);
+        break;
+      case CollectiveKind::Barrier:
+        consider(protocol.base_latency + 2 * log2_ceil(n) * (nodes > 1 ? hop_out : hop_in), 0);
+        break;
     }
-    case CollectiveKind::AllGather:      // bytes: the gathered whole
-    case CollectiveKind::ReduceScatter: {  // bytes: the input whole
-      const CollectiveCost ring = cost(steps * a, share * bytes / bw);
-      return layered ? faster(ring, hierarchical(1)) : ring;
-    }
-    case CollectiveKind::AllToAll:
-      return cost(steps * a, share * bytes / bw);
-    case CollectiveKind::Broadcast:
-    case CollectiveKind::Reduce:
-      return faster(cost(steps * a, bytes / bw),                           // pipelined along a ring
-                    cost(log2_ceil(n) * a, log2_ceil(n) * bytes / bw));    // tree
-    case CollectiveKind::PointToPoint:
-      return cost(a, bytes / bw);
-    case CollectiveKind::Barrier:
-      return cost(2 * log2_ceil(n) * a, 0);
   }
-  return {0, 0};
+  if (kind == CollectiveKind::AllReduce && p.switch_reduction_bandwidth > 0 && (nodes == 1 || layered)) {
+    // The node's switch reduces (NVLink SHARP): each device sends its buffer once
+    // and receives the sum once, at the bandwidth and latency measured; between
+    // nodes, a tree over the network carries each node's sum, pipelined with it.
+    const double inside = bytes / p.switch_reduction_bandwidth;
+    if (nodes == 1) {
+      consider(p.switch_reduction_latency, inside);
+    } else {
+      const double hop_out = p.inter_node.latency + bulk->inter_hop;
+      const double bw_out = p.inter_node.bandwidth * p.fabric_efficiency * bulk->bandwidth;
+      consider(p.switch_reduction_latency + 2 * log2_ceil(nodes) * hop_out,
+               std::max(inside, 2 * (m - 1) / m * (bytes / g) / bw_out));
+    }
+  }
+  return *best;
 }
 
 double collective_seconds(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& p) {

@@ -37,7 +37,7 @@ def test_validation_rows_are_sourced_and_none_was_fitted(calibrate, published):
     rows = published["validation"]
     assert len(rows) >= 30
     assert {row["source"] for row in rows} <= set(sources)
-    assert all(sources[name]["url"].startswith("https://") for name in sources)
+    assert all(sources[name]["url"].startswith("https://") and sources[name]["publisher"] for name in sources)
 
     def measurement(row):
         return (row["source"], row["system"], row["kind"], tuple(row.get("shape", ())), row.get("bytes"),

@@ -251,7 +251,8 @@ def test_collectives_take_the_fastest_of_ring_tree_and_hierarchical_over_the_rig
         assert _C._simclock_collective_seconds("all_reduce", mb64, 16) == pytest.approx(layered_16, rel=1e-12)
         # one rank a node (a data-parallel group at stride 8): no node to share, the flat ring
         assert _C._simclock_collective_seconds("all_reduce", mb64, 16, 8) == pytest.approx(ring_16, rel=1e-12)
-        tree_1024 = 2 * 10 * 10 * US + 2 * 1024 / (10e9 * 0.5)  # small and wide: the tree wins
+        # small and wide: the tree wins, up and down its depth, 7 steps inside a node, log2(128) = 7 between
+        tree_1024 = 2 * (7 * 1 * US + 7 * 10 * US) + 2 * 1024 / (10e9 * 0.5)
         assert _C._simclock_collective_seconds("all_reduce", 1024, 1024) == pytest.approx(tree_1024, rel=1e-12)
         gather_8 = (7 / 8) * mb64 / (100e9 * 0.5) + 7 * 1 * US
         assert _C._simclock_collective_seconds("all_gather", mb64, 8) == pytest.approx(gather_8, rel=1e-12)

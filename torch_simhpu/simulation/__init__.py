@@ -148,6 +148,21 @@ def _validated(data: dict, where: str) -> dict:
     # optional: an all_reduce the node's switch reduces (NVLink SHARP), at the bandwidth and latency measured
     for switch in ("switch_reduction_bandwidth", "switch_reduction_latency"):
         out["fabric"][switch] = positive(fabric.get(switch, 0), f"fabric.{switch}")
+    # optional: the collective library's protocols (csrc/simclock/device_profile.h, CollectiveProtocol)
+    protocols = fabric.get("protocols", [])
+    if not isinstance(protocols, list):
+        raise problem("fabric.protocols", f"a list of protocols, got {protocols!r}")
+    out["fabric"]["protocols"] = []
+    for i, protocol in enumerate(protocols):
+        protocol = section(protocol, f"fabric.protocols[{i}]")
+        checked = {"name": protocol.get("name", f"protocol {i}")}
+        for key in ("base_latency", "intra_hop", "inter_hop", "bandwidth"):
+            name = f"fabric.protocols[{i}].{key}"
+            checked[key] = positive(field(protocol, key, name), name)
+        if not 0 < checked["bandwidth"] <= 1:
+            raise problem(f"fabric.protocols[{i}].bandwidth",
+                          f"a fraction of the link's bandwidth in (0, 1], got {checked['bandwidth']!r}")
+        out["fabric"]["protocols"].append(checked)
     for bandwidth in ("host_link.bandwidth", "host_link.pageable_bandwidth", "fabric.intra_node.bandwidth",
                       "fabric.inter_node.bandwidth"):
         value = out
@@ -189,7 +204,8 @@ def _validated(data: dict, where: str) -> dict:
                     and all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tile))
 
         if ("tile" in units) == ("tiles" in units):
-            raise problem("matrix_units", "one of 'tile' (a unit's output tile [rows, columns]) or 'tiles' (a list of them)")
+            raise problem("matrix_units",
+                          "one of 'tile' (a unit's output tile [rows, columns]) or 'tiles' (a list of them)")
         tiles = [units["tile"]] if "tile" in units else units["tiles"]
         if not isinstance(tiles, list) or not tiles or not all(is_tile(t) for t in tiles):
             name = "matrix_units.tile" if "tile" in units else "matrix_units.tiles"
@@ -197,7 +213,8 @@ def _validated(data: dict, where: str) -> dict:
         split_k = units.get("split_k", 1)
         if isinstance(split_k, bool) or not isinstance(split_k, int) or split_k < 1:
             raise problem("matrix_units.split_k", f"how many units may share a tile's K, an int >= 1, got {split_k!r}")
-        out["matrix_units"] = {"count": count, "tiles": [list(t) for t in tiles], "split_k": split_k}
+        out["matrix_units"] = {"count": count, "tiles": [list(t) for t in tiles], "split_k": split_k,
+                               "tile_overhead": positive(units.get("tile_overhead", 0), "matrix_units.tile_overhead")}
     efficiency = section(field(data, "efficiency", "efficiency"), "efficiency")
     out["efficiency"] = {}
     for name in _EFFICIENCIES:
@@ -205,6 +222,11 @@ def _validated(data: dict, where: str) -> dict:
         if not 0 < value <= 1:
             raise problem(f"efficiency.{name}", f"a fraction of peak in (0, 1], got {value!r}")
         out["efficiency"][name] = value
+    # optional: 8-bit GEMMs' own efficiency (0: the matrix one)
+    value = positive(efficiency.get("matrix_8bit", 0), "efficiency.matrix_8bit")
+    if value > 1:
+        raise problem("efficiency.matrix_8bit", f"a fraction of peak in (0, 1], got {value!r}")
+    out["efficiency"]["matrix_8bit"] = value
     return out
 
 
