@@ -45,6 +45,7 @@ FITTABLE = {
     "fabric.inter_node.latency": (1e-7, 1e-3, False),
     "fabric.switch_reduction_latency": (1e-7, 1e-3, False),
     "matrix_units.tile_overhead": (1e-9, 1e-4, False),
+    "fabric.pipeline_fill": (1e3, 1e10, False),
 }
 
 

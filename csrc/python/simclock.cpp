@@ -47,6 +47,7 @@ DeviceProfile profile_of(const py::dict& d) {
   p.inter_node = link_of(fabric["inter_node"].cast<py::dict>());
   p.switch_reduction_bandwidth = fabric["switch_reduction_bandwidth"].cast<double>();
   p.switch_reduction_latency = fabric["switch_reduction_latency"].cast<double>();
+  p.pipeline_fill = fabric["pipeline_fill"].cast<double>();
   for (const auto& given : fabric["protocols"].cast<py::list>()) {
     const auto protocol = given.cast<py::dict>();
     p.protocols.push_back({protocol["base_latency"].cast<double>(), protocol["intra_hop"].cast<double>(),

@@ -53,6 +53,9 @@ struct DeviceProfile {
   // does not reduce).
   double switch_reduction_bandwidth = 0, switch_reduction_latency = 0;
   std::vector<CollectiveProtocol> protocols;  // empty: one that adds nothing to the links
+  // The bytes a collective's chunk pipeline holds: its transfer fills them before it
+  // streams, all of a shorter message (0: streamed from the first byte).
+  double pipeline_fill = 0;
   // The matrix units a GEMM's output tiles are spread over, and the tiles the
   // part's GEMM library chooses among (0 units: not modelled, every GEMM at the
   // one efficiency). A GEMM runs in waves of one tile a unit: its time is its

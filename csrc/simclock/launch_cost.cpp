@@ -202,6 +202,11 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int
   const int per_node = (n + nodes - 1) / nodes;
   const bool layered = nodes > 1 && per_node > 1;
   const double g = per_node, m = nodes;
+  // Moving `volume` bytes through a path of bandwidth `bw`, pipelined in chunks: the
+  // pipeline fills before it streams. Its chunks grow with the message up to a
+  // limit, so a message shorter than the full pipeline costs twice its bytes, a
+  // longer one its bytes and the pipeline's (the profile's pipeline_fill; 0: none).
+  auto streamed = [&p](double volume, double bw) { return (volume + std::min(volume, p.pipeline_fill)) / bw; };
   std::optional<CollectiveCost> best;  // the tuner's choice: the fastest algorithm and protocol
   auto consider = [&best](double latency, double transfer) {
     if (!best || latency + transfer < best->seconds) best = CollectiveCost{latency + transfer, latency};
@@ -223,35 +228,35 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int
     };
     auto hierarchical = [&](double passes) {  // 2 for an all_reduce, 1 for a gather or a scatter
       consider(protocol.base_latency + passes * ((g - 1) * hop_in + (m - 1) * hop_out),
-               std::max(passes * (g - 1) / g * bytes / bw_in, passes * (m - 1) / m * (bytes / g) / bw_out));
+               std::max(streamed(passes * (g - 1) / g * bytes, bw_in), streamed(passes * (m - 1) / m * (bytes / g), bw_out)));
     };
     // a ring's steps that cross between nodes, both passes (every one, with a rank a node)
     const double crossings = nodes > 1 ? std::min(2.0 * nodes, 2 * steps) : 0.0;
     switch (kind) {
       case CollectiveKind::AllReduce:
-        consider(ring_latency(2 * steps, crossings), 2 * share * bytes / bw);
-        // a tree: up and down its depth (inside a node, then between nodes)
-        consider(protocol.base_latency + 2 * (nodes > 1 ? (g - 1) * hop_in + log2_ceil(nodes) * hop_out
-                                                        : log2_ceil(n) * hop_in),
-                 2 * bytes / bw);
+        consider(ring_latency(2 * steps, crossings), streamed(2 * share * bytes, bw));
+        // a tree: up and down its depth, a chain inside each node and a binary tree
+        // between nodes (as NCCL builds it)
+        consider(protocol.base_latency + 2 * ((g - 1) * hop_in + log2_ceil(nodes) * hop_out),
+                 streamed(2 * bytes, bw));
         if (layered) hierarchical(2);
         break;
       case CollectiveKind::AllGather:      // bytes: the gathered whole
       case CollectiveKind::ReduceScatter:  // bytes: the input whole
-        consider(ring_latency(steps, crossings / 2), share * bytes / bw);  // (one pass)
+        consider(ring_latency(steps, crossings / 2), streamed(share * bytes, bw));  // (one pass)
         if (layered) hierarchical(1);
         break;
       case CollectiveKind::AllToAll:
-        consider(ring_latency(steps, nodes > 1 ? steps * (m - 1) / m : 0), share * bytes / bw);
+        consider(ring_latency(steps, nodes > 1 ? steps * (m - 1) / m : 0), streamed(share * bytes, bw));
         break;
       case CollectiveKind::Broadcast:
       case CollectiveKind::Reduce:
-        consider(ring_latency(steps, nodes > 1 ? m : 0), bytes / bw);                          // pipelined along a ring
+        consider(ring_latency(steps, nodes > 1 ? m : 0), streamed(bytes, bw));  // pipelined along a ring
         consider(protocol.base_latency + log2_ceil(n) * (nodes > 1 ? hop_out : hop_in),
-                 log2_ceil(n) * bytes / bw);                                                     // tree
+                 streamed(log2_ceil(n) * bytes, bw));  // tree
         break;
       case CollectiveKind::PointToPoint:
-        consider(protocol.base_latency + (nodes > 1 ? hop_out : hop_in), bytes / bw);
+        consider(protocol.base_latency + (nodes > 1 ? hop_out : hop_in), streamed(bytes, bw));
         break;
       case CollectiveKind::Barrier:
         consider(protocol.base_latency + 2 * log2_ceil(n) * (nodes > 1 ? hop_out : hop_in), 0);
@@ -262,14 +267,14 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int
     // The node's switch reduces (NVLink SHARP): each device sends its buffer once
     // and receives the sum once, at the bandwidth and latency measured; between
     // nodes, a tree over the network carries each node's sum, pipelined with it.
-    const double inside = bytes / p.switch_reduction_bandwidth;
+    const double inside = streamed(bytes, p.switch_reduction_bandwidth);
     if (nodes == 1) {
       consider(p.switch_reduction_latency, inside);
     } else {
       const double hop_out = p.inter_node.latency + bulk->inter_hop;
       const double bw_out = p.inter_node.bandwidth * p.fabric_efficiency * bulk->bandwidth;
       consider(p.switch_reduction_latency + 2 * log2_ceil(nodes) * hop_out,
-               std::max(inside, 2 * (m - 1) / m * (bytes / g) / bw_out));
+               std::max(inside, streamed(2 * (m - 1) / m * (bytes / g), bw_out)));
     }
   }
   return *best;

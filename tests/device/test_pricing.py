@@ -71,7 +71,8 @@ def test_a_collective_is_priced_for_its_group_on_the_profiles_nodes():
     assert inside.seconds == pytest.approx(2 * (7 / 8) * mb64 / (100e9 * 0.5) + 2 * 7 * 1 * US, rel=1e-12)
     assert inside.latency == pytest.approx(2 * 7 * 1 * US, rel=1e-12)  # the ring's, chosen at this size
     small = torch.simhpu.price_collective("all_reduce", 1024, 8, profile=ROUND)
-    assert small.latency == pytest.approx(2 * 3 * 1 * US, rel=1e-12)  # the tree's: log2(8) steps each way
+    # the ring's at any size in one node: a tree there is a chain of 7 steps each way too (as NCCL builds it)
+    assert small.latency == pytest.approx(2 * 7 * 1 * US, rel=1e-12)
     assert inside.bus_bandwidth == pytest.approx(2 * (7 / 8) * mb64 / inside.seconds)
     across = torch.simhpu.price_collective("all_reduce", torch.empty(mb64 // 4), 16, profile=ROUND)
     assert across.nodes == 2 and across.bytes == mb64
@@ -252,8 +253,8 @@ def test_collective_protocols_trade_latency_for_bandwidth_and_the_switch_reduces
         {"name": "Simple", "base_latency": 5 * US, "intra_hop": 2 * US, "inter_hop": 8 * US, "bandwidth": 1.0}]}
     two = {**ROUND, "name": "two-protocols", "fabric": fabric}
     small = torch.simhpu.price_collective("all_reduce", 1024, 8, profile=two)
-    # the tree under LL: 3 levels up and down, each step the link's 1 us plus LL's 0.5
-    assert small.latency == pytest.approx(1 * US + 2 * 3 * (1 + 0.5) * US, rel=1e-12)
+    # the ring under LL: 7 steps each way, each the link's 1 us plus LL's 0.5
+    assert small.latency == pytest.approx(1 * US + 2 * 7 * (1 + 0.5) * US, rel=1e-12)
     large = torch.simhpu.price_collective("all_reduce", 2 ** 30, 8, profile=two)
     assert large.latency == pytest.approx(5 * US + 2 * 7 * (1 + 2) * US, rel=1e-12)  # the ring under Simple
     assert large.transfer == pytest.approx(2 * (7 / 8) * 2 ** 30 / (100e9 * 0.5), rel=1e-12)
@@ -266,3 +267,18 @@ def test_collective_protocols_trade_latency_for_bandwidth_and_the_switch_reduces
                                ({"base_latency": 0, "intra_hop": 0, "inter_hop": 0, "bandwidth": 2}, "in \\(0, 1\\]")):
         with pytest.raises(ProfileError, match=expected):
             load_profile({**ROUND, "fabric": {**ROUND["fabric"], "protocols": [protocol]}})
+
+
+def test_a_collective_fills_its_pipeline_before_it_streams():
+    """pipeline_fill: a message shorter than the pipeline's bytes moves as if twice as long, a longer
+    one pays the pipeline's bytes once."""
+    filled = {**ROUND, "name": "filled", "fabric": {**ROUND["fabric"], "pipeline_fill": 8e6}}
+    ring_bw = 100e9 * 0.5
+    for size in (2 ** 20, 2 ** 30):  # (the ring's volume: 7/8 of it, twice)
+        plain = torch.simhpu.price_collective("all_reduce", size, 8, profile=ROUND)
+        priced = torch.simhpu.price_collective("all_reduce", size, 8, profile=filled)
+        volume = 2 * (7 / 8) * size
+        assert priced.transfer == pytest.approx(plain.transfer + min(volume, 8e6) / ring_bw, rel=1e-12)
+    from torch_simhpu.simulation import ProfileError, load_profile
+    with pytest.raises(ProfileError, match="fabric.pipeline_fill"):
+        load_profile({**ROUND, "fabric": {**ROUND["fabric"], "pipeline_fill": -1}})

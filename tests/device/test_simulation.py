@@ -50,7 +50,8 @@ def only(launches, op):
 # -- profiles --------------------------------------------------------------------------------
 
 def test_the_shipped_profiles_load_and_describe_their_part():
-    assert torch.simhpu.profiles() == ["a100-sxm", "ascend-910b", "b200", "edge", "gaudi2", "gaudi3", "h100-hbm2e-96gb", "h100-sxm", "h200", "mi300x"]
+    assert torch.simhpu.profiles() == ["a100-sxm", "ascend-910b", "b200", "edge", "gaudi2", "gaudi3", "h100-hbm2e-96gb",
+                                       "h100-pcie", "h100-sxm", "h200", "mi300x"]
     for name in torch.simhpu.profiles():
         p = load_profile(name)
         assert p["name"] == name
@@ -82,7 +83,7 @@ def test_a_profile_file_names_its_line_or_the_shipped_ones(tmp_path):
     with pytest.raises(ProfileError, match=r"mine.json:2: not valid JSON"):
         load_profile(str(bad))
     with pytest.raises(ProfileError, match=r"'h300'.*shipped: a100-sxm, ascend-910b, b200, edge, gaudi2, gaudi3, "
-                                            r"h100-hbm2e-96gb, h100-sxm, h200, mi300x"):
+                                            r"h100-hbm2e-96gb, h100-pcie, h100-sxm, h200, mi300x"):
         load_profile("h300")
     good = tmp_path / "round.json"
     good.write_text(json.dumps(ROUND))

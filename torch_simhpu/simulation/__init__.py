@@ -148,6 +148,8 @@ def _validated(data: dict, where: str) -> dict:
     # optional: an all_reduce the node's switch reduces (NVLink SHARP), at the bandwidth and latency measured
     for switch in ("switch_reduction_bandwidth", "switch_reduction_latency"):
         out["fabric"][switch] = positive(fabric.get(switch, 0), f"fabric.{switch}")
+    # optional: the bytes a collective's chunk pipeline fills before it streams
+    out["fabric"]["pipeline_fill"] = positive(fabric.get("pipeline_fill", 0), "fabric.pipeline_fill")
     # optional: the collective library's protocols (csrc/simclock/device_profile.h, CollectiveProtocol)
     protocols = fabric.get("protocols", [])
     if not isinstance(protocols, list):
