@@ -8,7 +8,7 @@ import sys
 
 from .emit import render, write_file
 from .errors import CodegenError
-from .project import OPS_YAML, generate, load_project
+from .project import OPS_YAML, generate, load_dialect_project, load_project
 from .scaffold import new_op
 from .target import package
 
@@ -77,6 +77,10 @@ def _check_root(root: str) -> None:
 
 
 def _check(args) -> None:
+    dialect = load_dialect_project(args.root)
+    if dialect is not None:
+        print(dialect.summary())
+        return
     project = load_project(args.root, _target(args))
     print(f"ok: {len(project.ops)} operators")
 

@@ -14,7 +14,7 @@ from .names import check_identifier, check_namespace, check_text, printable_labe
 from .rules import DTYPES, Rule, RuleError, parse_rule
 from .target import Target
 from .types import SUPPORTED_ARG_TYPES, base_type, check_default
-from .yaml_loader import LineDict, LineList, load_yaml_file
+from .yaml_loader import LineDict, LineList, entry_list, load_yaml_file
 from . import kernel_signatures
 from .cpp_expr import ExpressionError as CppExpressionError, Scope, parse
 from .reference import check_reference, check_samples
@@ -171,7 +171,7 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
     seen: dict[str, int] = {}
     stub_entries: list[LineDict] = []
     for kind in ("official", "custom"):
-        entries = doc.get(kind)
+        entries = entry_list(doc, kind, file, problems)
         if entries is None:
             continue
         if kind == "official" and entries and target is not None and not target.in_tree:
@@ -179,10 +179,6 @@ def load_ops(path: str, kernels: dict[str, str], problems: Problems, root: str =
                          "an operator package cannot give aten operators device kernels: torch_simhpu owns "
                          "aten's PrivateUse1 registrations",
                          "declare new operators under 'custom:' (or propose the aten kernel to torch_simhpu)")
-            continue
-        if not isinstance(entries, LineList):
-            problems.add(file, doc.line_of(kind), "(file)", kind, "expected a list of operator entries",
-                         f"write each entry as a '- func: ...' item under '{kind}:'")
             continue
         for index, entry in enumerate(entries):
             if kind == "official" and isinstance(entry, LineDict) and "stub" in entry:

@@ -25,6 +25,7 @@ def load_project(root: str, target: Target | None = None) -> Project:
     the backend itself (default) or an operator package (target.package)."""
     target = target or backend(root)
     problems = Problems()
+    _refuse_dialect(root, problems)
     kernels = registered_names(os.path.join(root, KERNEL_DIR))
     op_plugins = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
     stub_kernels = registered_names(os.path.join(root, KERNEL_DIR), STUB_KERNEL_REGISTRATION)
@@ -45,6 +46,38 @@ def load_project(root: str, target: Target | None = None) -> Project:
                                        npu_calls=frozenset().union(*(p.npu_calls for p in parts))))
     generated = tuple(op.kernel for op in ops if op.elementwise)
     return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})))
+
+
+def _refuse_dialect(root: str, problems: Problems) -> None:
+    """An ops file in op-plugin's dialect is read by `check` (load_dialect_project); nothing is built from it yet."""
+    from .op_plugin_dialect import is_dialect
+    from .yaml_loader import LineDict, load_yaml_file
+
+    doc = load_yaml_file(os.path.join(root, OPS_YAML), OPS_YAML, Problems(), empty=LineDict())
+    if is_dialect(doc):
+        problems.add(OPS_YAML, doc.line_of("all_version"), "(file)", "all_version",
+                     "this file is written in op-plugin's dialect, which 'python -m codegen check' reads and "
+                     "reports on; building from it is not supported yet",
+                     "run 'python -m codegen check' on it, or declare the operators simhpu should build in "
+                     "simhpu's own format (README, 'The YAML language')")
+        problems.raise_if_any()
+
+
+def load_dialect_project(root: str):
+    """The op-plugin dialect's report when the root's ops file is written in it (codegen/op_plugin_dialect.py),
+    else None; raises CodegenError listing every problem of a dialect file."""
+    from .op_plugin_dialect import is_dialect, load_dialect, load_dialect_derivatives
+    from .yaml_loader import LineDict, load_yaml_file
+
+    problems = Problems()
+    doc = load_yaml_file(os.path.join(root, OPS_YAML), OPS_YAML, problems, empty=LineDict())
+    if not is_dialect(doc):
+        return None
+    report = load_dialect(doc, OPS_YAML, problems)
+    if report.all_versions and os.path.isfile(os.path.join(root, DERIVATIVES_YAML)):
+        load_dialect_derivatives(os.path.join(root, DERIVATIVES_YAML), DERIVATIVES_YAML, report, problems)
+    problems.raise_if_any()
+    return report
 
 
 def generate(root: str, out_dir: str, target: Target | None = None) -> list[str]:

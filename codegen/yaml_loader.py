@@ -122,3 +122,13 @@ def load_yaml_file(path: str, file: str, problems: Problems, empty):
         problems.add(file, 1, "(file)", "", "the YAML nests too deeply", "flatten the structure")
         return None
     return empty if loaded is None else loaded
+
+
+def entry_list(doc: LineDict, key: str, file: str, problems: Problems) -> LineList | None:
+    """The list of entries under `key` of a file's top mapping; None when absent, or (reported) not a list."""
+    entries = doc.get(key)
+    if entries is not None and not isinstance(entries, LineList):
+        problems.add(file, doc.line_of(key), "(file)", key, "expected a list of operator entries",
+                     f"write each entry as a '- func: ...' item under '{key}:'")
+        return None
+    return entries

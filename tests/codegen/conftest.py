@@ -21,6 +21,21 @@ def codegen():
 
 
 @pytest.fixture(scope="session")
+def dialect():
+    return _import_from_source("codegen.op_plugin_dialect")
+
+
+@pytest.fixture(scope="session")
+def yaml_loader():
+    return _import_from_source("codegen.yaml_loader")
+
+
+@pytest.fixture(scope="session")
+def codegen_errors():
+    return _import_from_source("codegen.errors")
+
+
+@pytest.fixture(scope="session")
 def types():
     return _import_from_source("codegen.types")
 
