@@ -27,6 +27,9 @@ def main(argv=None) -> int:
                              "torch_simhpu.codegen, from the folder's name")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="validate the YAML files and report every problem")
+    rules = sub.add_parser("check-rules", help="op-plugin's dialect: hold each official gen_opapi entry's output "
+                                              "rules to ATen on the calls of PyTorch's op_db")
+    rules.add_argument("ops", nargs="*", help="entries to check (default: all)")
     gen = sub.add_parser("generate", help="write the generated sources")
     gen.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     sub.add_parser("list", help="list operators, kernels and differentiability")
@@ -83,6 +86,19 @@ def _check(args) -> None:
         return
     project = load_project(args.root, _target(args))
     print(f"ok: {len(project.ops)} operators")
+
+
+def _check_rules(args) -> None:
+    dialect = load_dialect_project(args.root)
+    if dialect is None:
+        raise UsageError(f"{OPS_YAML} is not in op-plugin's dialect (no all_version:); check-rules reads that "
+                         "dialect's gen_opapi rules")
+    from .op_plugin_check import check_rules, summary
+
+    checks = check_rules(dialect, ops=set(args.ops) or None)
+    print(summary(checks, OPS_YAML))
+    if any(c.mismatches for c in checks):
+        raise SystemExit(1)
 
 
 def _generate(args) -> None:
@@ -161,7 +177,7 @@ def _test(args) -> None:
         raise SystemExit(1)
 
 
-COMMANDS = {"check": _check, "generate": _generate, "list": _list, "docs": _docs, "new-op": _new_op, "test": _test}
+COMMANDS = {"check": _check, "check-rules": _check_rules, "generate": _generate, "list": _list, "docs": _docs, "new-op": _new_op, "test": _test}
 
 if __name__ == "__main__":
     sys.exit(main())

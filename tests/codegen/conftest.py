@@ -26,6 +26,16 @@ def dialect():
 
 
 @pytest.fixture(scope="session")
+def rule_language():
+    return _import_from_source("codegen.op_plugin_rules")
+
+
+@pytest.fixture(scope="session")
+def rule_checks():
+    return _import_from_source("codegen.op_plugin_check")
+
+
+@pytest.fixture(scope="session")
 def yaml_loader():
     return _import_from_source("codegen.yaml_loader")
 
