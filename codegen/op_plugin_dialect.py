@@ -24,6 +24,7 @@ means here).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -104,6 +105,7 @@ class DialectEntry:
     implementations: tuple[str, ...]  # of IMPLEMENTATION_VERSIONS, those serving the installed torch
     gen_opapi: GenOpApi | None
     notes: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # schema tags (nondeterministic_seeded, ...)
 
     @property
     def name(self) -> str:
@@ -288,7 +290,9 @@ def _load_entry(entry, line: int, section: str, file: str, spec: _VersionSpec, v
     else:
         kernel = "its ACLNN kernel" if gen is not None else "its hand-written adapter"
         notes.append(f"{section} operator: its schema is declared; {kernel} is torch_npu's, not provided here")
-    return DialectEntry(section, schema, entry.line, implementations, gen, tuple(notes))
+    tags = entry.get("tags", ())
+    return DialectEntry(section, schema, entry.line, implementations, gen, tuple(notes),
+                        (tags,) if isinstance(tags, str) else tuple(tags))
 
 
 def _check_flags(entry: LineDict, bad) -> None:
@@ -435,7 +439,7 @@ def _resolve_inheritance(report: DialectReport, rejected: set, file: str, proble
             continue
         inherited = GenOpApi(parent.gen_opapi.kernel, (), parent.gen_opapi.outputs, e.gen_opapi.new_params,
                              e.gen_opapi.inherits)
-        report.entries[index] = DialectEntry(e.section, e.schema, e.line, e.implementations, inherited, e.notes)
+        report.entries[index] = dataclasses.replace(e, gen_opapi=inherited)
 
 
 def load_dialect_derivatives(path: str, file: str, report: DialectReport, problems: Problems) -> None:

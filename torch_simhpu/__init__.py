@@ -34,6 +34,7 @@ from torch_simhpu import _C  # noqa: E402
 from torch_simhpu import _device_registration
 from torch_simhpu import device
 from torch_simhpu import library  # noqa: F401  (torch_simhpu.library.register_user_custom_op)
+from torch_simhpu.op_plugin import load_op_plugin  # noqa: F401  (op-plugin's own YAML, at run time)
 from torch_simhpu.device import current_device, device_count, is_available, set_device, synchronize
 
 _device_registration.register()
@@ -62,4 +63,4 @@ _compile.register(_C)
 
 
 __all__ = ["device", "is_available", "device_count", "current_device", "set_device", "synchronize",
-           *_PYTHON_FUNCTIONS]
+           "load_op_plugin", *_PYTHON_FUNCTIONS]

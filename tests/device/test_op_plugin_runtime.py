@@ -1,0 +1,61 @@
+"""op-plugin's custom operators registered at run time (torch_simhpu.load_op_plugin): callable names
+with their schemas, a clear error where their kernel is torch_npu's, fake kernels from their
+gen_opapi rules. Run in a child process: the registrations are for the process's life."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+CORPUS = os.path.join(os.path.dirname(__file__), "..", "codegen", "op_plugin_dialect", "op_plugin_functions.yaml")
+
+
+def run(code: str) -> str:
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_custom_operators_become_callable_names_with_clear_errors_and_fake_kernels():
+    out = run(f"""
+        import torch, torch_simhpu
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        loaded = torch_simhpu.load_op_plugin({CORPUS!r})
+        print(sorted(loaded.defined), loaded.with_fake, loaded.official)
+        x = torch.randn(3, 4, device="simhpu")
+        try:
+            torch.ops.npu.npu_scaled_mask(x, x, 0.5)
+        except NotImplementedError as e:
+            print("error:", e)
+        print("usable:", (x + 1).sum().item() == (x.cpu() + 1).sum().item())
+        with FakeTensorMode():
+            fx = torch.empty(5, 2, device="simhpu", dtype=torch.float16)
+            y = torch.ops.npu.npu_scaled_mask(fx, fx, 0.5)
+            print("fake:", tuple(y.shape), y.dtype, y.device.type)
+        schema = torch.ops.npu.npu_rand_scale.default._schema
+        print("tagged:", torch.Tag.nondeterministic_seeded in torch.ops.npu.npu_rand_scale.default.tags)
+    """)
+    assert "'npu_scaled_mask'" in out and "'npu_view_as_sized'" in out and "['npu_scaled_mask']" in out
+    assert "op_plugin_functions.yaml:63): its ACLNN kernel aclnnScaledMask is torch_npu's" in out
+    assert "register_user_custom_op" in out and "usable: True" in out
+    assert "fake: (5, 2) torch.float16 simhpu" in out and "tagged: True" in out
+
+
+def test_a_file_not_in_the_dialect_or_with_problems_is_refused(tmp_path):
+    plain = tmp_path / "ops.yaml"
+    plain.write_text("backend: simhpu\nnamespace: npu\n")
+    broken = tmp_path / "broken.yaml"
+    with open(CORPUS) as f:
+        broken.write_text(f.read().replace("    acl_op: v2.1\n  - func: std", "    acl_op: v9.9\n  - func: std"))
+    out = run(f"""
+        import torch_simhpu
+        for path in ({str(plain)!r}, {str(broken)!r}):
+            try:
+                torch_simhpu.load_op_plugin(path)
+            except Exception as e:
+                print(type(e).__name__, " | ".join(str(e).splitlines()[:2]))
+    """)
+    assert "ValueError" in out and "not in op-plugin's dialect" in out
+    assert "CodegenError" in out and "broken.yaml:" in out and "'v9.9' is not in all_version" in out

@@ -1,0 +1,141 @@
+"""op-plugin's custom operators, registered at run time from its own YAML:
+
+    import torch_simhpu
+    loaded = torch_simhpu.load_op_plugin("op_plugin/config/op_plugin_functions.yaml")
+    print(loaded)                                  # what was registered, and how
+    torch.ops.npu.npu_scaled_mask(x, mask, 0.5)    # a callable name
+
+The file is read by the codegen's dialect reader (torch_simhpu.codegen.op_plugin_dialect: the
+entries the installed torch's version serves, every field checked, problems at file:line). Each
+custom operator (the `custom`, `symint`-only and `quant` sections) that simhpu does not already
+provide is defined in the `npu` namespace with its schema and tags. Its kernel is torch_npu's
+(an ACLNN kernel, or a hand-written adapter), which simhpu does not have: calling it on the
+device raises NotImplementedError naming the kernel and how to provide one. Where its gen_opapi
+output rules can be read (torch_simhpu.codegen.op_plugin_rules), they are its fake kernel, so
+torch.compile and FakeTensorMode trace it. Official entries need nothing: every aten operator
+already runs on simhpu (ATen's CPU kernel as a device kernel), whatever file declares it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+_libraries: list[torch.library.Library] = []  # keeps the registrations alive
+_SECTIONS = ("custom", "symint", "autograd", "quant")
+
+
+@dataclass
+class LoadedOpPlugin:
+    """What load_op_plugin registered."""
+    file: str
+    version: str
+    defined: list[str] = field(default_factory=list)  # new callable names, kernel-less
+    with_fake: list[str] = field(default_factory=list)  # of those, traced by their gen_opapi rules
+    provided: list[str] = field(default_factory=list)  # already simhpu's own (its YAML's), same schema
+    clashes: list[str] = field(default_factory=list)  # simhpu's own under the name, with another schema
+    official: int = 0  # aten operators the file names: simhpu runs them all already
+
+    def __str__(self) -> str:
+        return (f"{self.file} for torch {self.version}: {len(self.defined)} custom operators defined "
+                f"(torch.ops.npu.*; {len(self.with_fake)} with a fake kernel from their gen_opapi rules), "
+                f"{len(self.provided)} already simhpu's own"
+                + (f" and {len(self.clashes)} simhpu's own under another schema ({', '.join(self.clashes)})"
+                   if self.clashes else "")
+                + f", {self.official} official entries (aten operators, which run on simhpu already)")
+
+
+def load_op_plugin(path: str | os.PathLike, namespace: str = "npu") -> LoadedOpPlugin:
+    """Registers the custom operators of an op-plugin op_plugin_functions.yaml (module doc)."""
+    from torch_simhpu.codegen.errors import Problems
+    from torch_simhpu.codegen.op_plugin_dialect import is_dialect, load_dialect
+    from torch_simhpu.codegen.yaml_loader import LineDict, load_yaml_file
+
+    path = os.fspath(path)
+    problems = Problems()
+    doc = load_yaml_file(path, path, problems, empty=LineDict())
+    if doc is not None and not is_dialect(doc):
+        raise ValueError(f"load_op_plugin: {path} is not in op-plugin's dialect (it has no all_version:); "
+                         "simhpu's own YAML is built into a wheel instead (README, 'Add your own op')")
+    report = load_dialect(doc, path, problems) if doc is not None else None
+    problems.raise_if_any()
+    loaded = LoadedOpPlugin(path, report.version)
+    library = torch.library.Library(namespace, "FRAGMENT")
+    _libraries.append(library)
+    namespace_ops = getattr(torch.ops, namespace)
+    for entry in report.entries:
+        if entry.section not in _SECTIONS:
+            loaded.official += 1
+            continue
+        name = entry.name
+        base, _, overload = name.partition(".")
+        existing = _defined(namespace_ops, base, overload or "default")
+        if existing is not None:
+            same = str(existing._schema).partition("::")[2] == str(entry.schema)
+            (loaded.provided if same else loaded.clashes).append(name)
+            continue
+        tags = tuple(getattr(torch.Tag, t) for t in entry.tags if hasattr(torch.Tag, t))
+        library.define(str(entry.schema), tags=tags)
+        kernel = entry.gen_opapi.kernel if entry.gen_opapi is not None and entry.gen_opapi.kernel else None
+        library.impl(name, _missing_kernel(f"{namespace}::{name}", kernel, path, entry.line), "PrivateUse1")
+        fake = _fake_kernel(entry)
+        if fake is not None:
+            torch.library.register_fake(f"{namespace}::{name}", fake, lib=library)
+            loaded.with_fake.append(name)
+        loaded.defined.append(name)
+    return loaded
+
+
+def _defined(ops, base: str, overload: str):
+    """The OpOverload already registered under the name, or None."""
+    try:
+        packet = getattr(ops, base)
+        return getattr(packet, overload) if overload in packet.overloads() else None
+    except AttributeError:
+        return None
+
+
+def _missing_kernel(qualname: str, kernel: str | None, path: str, line: int):
+    what = f"its ACLNN kernel {kernel}" if kernel else "its kernel (a hand-written torch_npu adapter)"
+
+    def missing(*args, **kwargs):
+        raise NotImplementedError(
+            f"{qualname} ({path}:{line}): {what} is torch_npu's, and simhpu has none. Provide one: declare "
+            f"the operator in simhpu's own YAML with an exec: kernel (README, 'Add your own op'), or register "
+            f"a device kernel at run time with torch_simhpu.library.register_user_custom_op")
+    return missing
+
+
+def _fake_kernel(entry):
+    """The entry's outputs by its gen_opapi rules, when each return has a readable size and dtype rule."""
+    from torch_simhpu.codegen.op_plugin_rules import RuleUnreadable, Tensor, evaluate, parse
+
+    gen = entry.gen_opapi
+    if gen is None or not gen.outputs or len(gen.outputs) != len(entry.schema.returns):
+        return None
+    try:
+        rules = [(parse(r.size), parse(r.dtype)) for r in gen.outputs if r.size and r.dtype]
+    except RuleUnreadable:
+        return None
+    if len(rules) != len(gen.outputs):
+        return None
+    names = [a.name for a in entry.schema.arguments.flat_all]
+
+    def fake(*args, **kwargs):
+        values, device = {}, None
+        for name, value in zip(names, args):
+            values[name] = value
+        values.update(kwargs)
+        for name, value in list(values.items()):
+            if isinstance(value, torch.Tensor):
+                device = device or value.device
+                values[name] = Tensor(tuple(value.shape), value.dtype)
+        outputs = []
+        for size, dtype in rules:
+            shape, kind = evaluate(size, values), evaluate(dtype, values)
+            shape = shape.sizes if isinstance(shape, Tensor) else tuple(shape)
+            kind = kind.dtype if isinstance(kind, Tensor) else kind
+            outputs.append(torch.empty(shape, dtype=kind, device=device))
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return fake
