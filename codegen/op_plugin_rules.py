@@ -168,7 +168,25 @@ class _Parser:
 
 
 def parse(text: str):
-    return _Parser(str(text)).parse()
+    """The rule's tree; RuleUnreadable when it does not parse or calls a helper not implemented here."""
+    tree = _Parser(str(text)).parse()
+    _check_calls(tree)
+    return tree
+
+
+def _check_calls(tree) -> None:
+    if tree[0] == "call" and _unqualified(tree[1]) not in HELPERS:
+        raise RuleUnreadable(f"'{tree[1]}' is not an output-size helper simhpu knows")
+    for child in tree[1:]:
+        if isinstance(child, tuple) and child and isinstance(child[0], str) and child[0] in _NODES:
+            _check_calls(child)
+        elif isinstance(child, tuple):
+            for item in child:
+                if isinstance(item, tuple) and item and item[0] in _NODES:
+                    _check_calls(item)
+
+
+_NODES = {"num", "name", "call", "list", "method", "index", "unary", "binary", "if"}
 
 
 # -- evaluation ---------------------------------------------------------------------------

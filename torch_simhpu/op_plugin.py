@@ -35,6 +35,7 @@ class LoadedOpPlugin:
     with_fake: list[str] = field(default_factory=list)  # of those, traced by their gen_opapi rules
     provided: list[str] = field(default_factory=list)  # already simhpu's own (its YAML's), same schema
     clashes: list[str] = field(default_factory=list)  # simhpu's own under the name, with another schema
+    simulated: list[str] = field(default_factory=list)  # official entries run as simulated ACLNN kernels
     official: int = 0  # aten operators the file names: simhpu runs them all already
 
     def __str__(self) -> str:
@@ -43,11 +44,18 @@ class LoadedOpPlugin:
                 f"{len(self.provided)} already simhpu's own"
                 + (f" and {len(self.clashes)} simhpu's own under another schema ({', '.join(self.clashes)})"
                    if self.clashes else "")
-                + f", {self.official} official entries (aten operators, which run on simhpu already)")
+                + f", {self.official} official entries (aten operators, which run on simhpu already"
+                + (f"; {len(self.simulated)} of them as simulated ACLNN kernels, their rules checked on each call"
+                   if self.simulated else "") + ")")
 
 
-def load_op_plugin(path: str | os.PathLike, namespace: str = "npu") -> LoadedOpPlugin:
-    """Registers the custom operators of an op-plugin op_plugin_functions.yaml (module doc)."""
+def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_aclnn: bool = False) -> LoadedOpPlugin:
+    """Registers the custom operators of an op-plugin op_plugin_functions.yaml (module doc).
+
+    simulate_aclnn: also run each functional official entry with readable gen_opapi rules as a
+    simulated ACLNN kernel, in place of simhpu's own kernel for that aten operator for the rest of
+    the process: its outputs are allocated by the entry's rules, filled with what ATen's CPU kernel
+    computes, and a rule that disagrees with ATen fails the call, naming the entry's file:line."""
     from torch_simhpu.codegen.errors import Problems
     from torch_simhpu.codegen.op_plugin_dialect import is_dialect, load_dialect
     from torch_simhpu.codegen.yaml_loader import LineDict, load_yaml_file
@@ -64,9 +72,16 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu") -> LoadedOpP
     library = torch.library.Library(namespace, "FRAGMENT")
     _libraries.append(library)
     namespace_ops = getattr(torch.ops, namespace)
+    aten = torch.library.Library("aten", "IMPL") if simulate_aclnn else None
+    if aten is not None:
+        _libraries.append(aten)
     for entry in report.entries:
         if entry.section not in _SECTIONS:
             loaded.official += 1
+            kernel = _simulated_aclnn(entry, path) if aten is not None else None
+            if kernel is not None:
+                aten.impl(entry.name, kernel, "PrivateUse1")
+                loaded.simulated.append(entry.name)
             continue
         name = entry.name
         base, _, overload = name.partition(".")
@@ -107,35 +122,93 @@ def _missing_kernel(qualname: str, kernel: str | None, path: str, line: int):
     return missing
 
 
-def _fake_kernel(entry):
-    """The entry's outputs by its gen_opapi rules, when each return has a readable size and dtype rule."""
-    from torch_simhpu.codegen.op_plugin_rules import RuleUnreadable, Tensor, evaluate, parse
+def _readable_rules(entry):
+    """[(size, dtype)] parsed, one a return, or None when a rule is missing or unreadable."""
+    from torch_simhpu.codegen.op_plugin_rules import RuleUnreadable, parse
 
     gen = entry.gen_opapi
     if gen is None or not gen.outputs or len(gen.outputs) != len(entry.schema.returns):
         return None
+    if not all(r.size and r.dtype for r in gen.outputs):
+        return None
     try:
-        rules = [(parse(r.size), parse(r.dtype)) for r in gen.outputs if r.size and r.dtype]
+        return [(parse(r.size), parse(r.dtype)) for r in gen.outputs]
     except RuleUnreadable:
         return None
-    if len(rules) != len(gen.outputs):
-        return None
+
+
+def _rule_values(entry, args, kwargs):
+    """The rules' view of a call: the schema's argument names, tensors as their sizes and dtype."""
+    from torch_simhpu.codegen.op_plugin_rules import Tensor
+
+    values, device = {}, None
     names = [a.name for a in entry.schema.arguments.flat_all]
+    values.update(zip(names, args))
+    values.update(kwargs)
+    for name, value in list(values.items()):
+        if isinstance(value, torch.Tensor):
+            device = device or value.device
+            values[name] = Tensor(tuple(value.shape), value.dtype)
+    return values, device
+
+
+def _expected(rules, values):
+    from torch_simhpu.codegen.op_plugin_rules import Tensor, evaluate
+
+    for size, dtype in rules:
+        shape, kind = evaluate(size, values), evaluate(dtype, values)
+        yield (shape.sizes if isinstance(shape, Tensor) else tuple(shape),
+               kind.dtype if isinstance(kind, Tensor) else kind)
+
+
+def _simulated_aclnn(entry, path):
+    """An official functional entry as a simulated ACLNN kernel (load_op_plugin's simulate_aclnn)."""
+    if entry.schema.arguments.out or entry.schema.name.name.inplace:
+        return None
+    rules = _readable_rules(entry)
+    if rules is None:
+        return None
+    overload = entry.schema.name.overload_name or "default"
+    aten_op = getattr(getattr(torch.ops.aten, str(entry.schema.name.name)), overload)
+    where = f"aten::{entry.name} ({path}:{entry.line})"
+
+    def to_cpu(value):
+        if isinstance(value, torch.Tensor):
+            return value.cpu()
+        if isinstance(value, (list, tuple)):
+            return type(value)(to_cpu(v) for v in value)
+        return value
+
+    def kernel(*args, **kwargs):
+        from torch_simhpu.codegen.op_plugin_rules import RuleUnreadable
+
+        values, device = _rule_values(entry, args, kwargs)
+        computed = aten_op(*to_cpu(args), **{k: to_cpu(v) for k, v in kwargs.items()})
+        results = list(computed) if isinstance(computed, (list, tuple)) else [computed]
+        try:
+            expected = list(_expected(rules, values))
+        except RuleUnreadable:  # a name only this call's arguments miss: ATen's outputs, unchecked
+            expected = [(tuple(r.shape), r.dtype) for r in results]
+        outputs = []
+        for index, ((shape, dtype), result) in enumerate(zip(expected, results)):
+            if tuple(shape) != tuple(result.shape) or dtype != result.dtype:
+                raise RuntimeError(
+                    f"{where}: gen_opapi's rule for output {index} gives size {list(shape)} and dtype "
+                    f"{str(dtype).removeprefix('torch.')}, where ATen computes {list(result.shape)} and "
+                    f"{str(result.dtype).removeprefix('torch.')}: fix the entry's size:/dtype: rule")
+            outputs.append(torch.empty(shape, dtype=dtype, device=device).copy_(result))
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return kernel
+
+
+def _fake_kernel(entry):
+    """The entry's outputs by its gen_opapi rules, when each return has a readable size and dtype rule."""
+    rules = _readable_rules(entry)
+    if rules is None:
+        return None
 
     def fake(*args, **kwargs):
-        values, device = {}, None
-        for name, value in zip(names, args):
-            values[name] = value
-        values.update(kwargs)
-        for name, value in list(values.items()):
-            if isinstance(value, torch.Tensor):
-                device = device or value.device
-                values[name] = Tensor(tuple(value.shape), value.dtype)
-        outputs = []
-        for size, dtype in rules:
-            shape, kind = evaluate(size, values), evaluate(dtype, values)
-            shape = shape.sizes if isinstance(shape, Tensor) else tuple(shape)
-            kind = kind.dtype if isinstance(kind, Tensor) else kind
-            outputs.append(torch.empty(shape, dtype=kind, device=device))
+        values, device = _rule_values(entry, args, kwargs)
+        outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in _expected(rules, values)]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
     return fake

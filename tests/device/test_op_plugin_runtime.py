@@ -59,3 +59,33 @@ def test_a_file_not_in_the_dialect_or_with_problems_is_refused(tmp_path):
     """)
     assert "ValueError" in out and "not in op-plugin's dialect" in out
     assert "CodegenError" in out and "broken.yaml:" in out and "'v9.9' is not in all_version" in out
+
+
+def test_official_entries_run_as_simulated_aclnn_kernels_their_rules_checked_on_each_call(tmp_path):
+    """simulate_aclnn: an official entry's outputs are allocated by its rules and filled with ATen's
+    result; a rule that disagrees fails the call at the entry's file:line."""
+    wrong = tmp_path / "wrong.yaml"
+    with open(CORPUS) as f:
+        wrong.write_text(f.read().replace("      out:\n        size: self\n        dtype: self\n      new_params",
+                                          "      out:\n        size: self\n        dtype: at::kHalf\n      new_params"))
+    out = run(f"""
+        import warnings
+        warnings.filterwarnings("ignore")
+        import torch, torch_simhpu
+        loaded = torch_simhpu.load_op_plugin({CORPUS!r}, namespace="npu_a", simulate_aclnn=True)
+        print("simulated:", loaded.simulated)
+        x = torch.randn(3, 4, device="simhpu")
+        torch.testing.assert_close(torch.abs(x).cpu(), torch.abs(x.cpu()))
+        torch.testing.assert_close(torch.nn.functional.gelu(x).cpu(), torch.nn.functional.gelu(x.cpu()))
+        print("equal to the CPU")
+        torch_simhpu.load_op_plugin({str(wrong)!r}, namespace="npu_b", simulate_aclnn=True)
+        try:
+            torch.nn.functional.gelu(x)
+        except RuntimeError as e:
+            print("error:", e)
+        print("usable:", torch.abs(x).shape)
+    """)
+    assert "simulated: ['abs', 'gelu']" in out and "equal to the CPU" in out
+    line = next(i for i, l in enumerate(wrong.read_text().splitlines(), 1) if l.startswith("  - func: gelu("))
+    assert f"aten::gelu ({wrong}:{line}): gen_opapi's rule for output 0 gives size [3, 4] and dtype float16" in out
+    assert "where ATen computes [3, 4] and float32" in out and "usable: torch.Size([3, 4])" in out
