@@ -13,8 +13,8 @@ import jinja2
 
 from .api import op_view
 from .cpp_lines import wrap_cpp
-from .dest import adapters, autograd, kernels, python, registrations, stubs
-from .model import Project
+from .dest import adapters, autograd, kernels, op_plugin, python, registrations, stubs
+from .model import DIALECT_IMPLEMENTATIONS, Project
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 TEMP_PREFIX = ".codegen-"  # write_file's temporary files
@@ -84,10 +84,12 @@ def render(project: Project) -> dict[str, str]:
     env = _environment()
     env.globals["package"] = project.target.package
     env.globals["namespace"] = project.namespace
-    views = [op_view(op, project.namespace) for op in project.ops]
-    files = {}
+    dialect = op_plugin.dialect_ops(project.ops)
+    views = [op_view(op, project.namespace) for op in project.ops if op.implementation not in DIALECT_IMPLEMENTATIONS]
+    env.globals["op_plugin"] = op_plugin.python_view(dialect)
+    files = op_plugin.render(env, dialect, project.namespace)
     files.update(kernels.render(env, views, project.kernel_names))
-    files.update(adapters.render(env, views))
+    files.update(adapters.render(env, views, project.adapter_names))
     files.update(autograd.render(env, views))
     files.update(registrations.render(env, views))
     files.update(python.render(env, project, views))

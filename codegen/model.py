@@ -28,6 +28,10 @@ IMPLEMENTATIONS = ("exec", "elementwise", "composite", "adapter")
 REQUIRED_KEYS = {"exec": ("out", "dtypes"), "elementwise": ("dtypes",), "composite": (), "adapter": ("out", "dtypes")}
 VARIANTS = ("out", "inplace")
 TOP_KEYS = {"backend", "namespace", "official", "custom"}
+# Operators read from op-plugin's dialect: an official entry whose gen_opapi rules run as a simulated
+# ACLNN kernel (ATen's CPU kernel, its outputs checked against the rules), and a custom entry whose
+# kernel is torch_npu's (a callable name that raises NotImplementedError).
+DIALECT_IMPLEMENTATIONS = ("aclnn", "unprovided")
 KERNEL_REGISTRATION = re.compile(r"SIMHPU_KERNEL\(\s*(\w+)\s*\)")
 OP_PLUGIN_REGISTRATION = re.compile(r"SIMHPU_OP_PLUGIN\(\s*(\w+)\s*\)")
 
@@ -58,7 +62,9 @@ class Operator:
     """One entry of op_plugin_functions.yaml, validated. Built once, by
     project.load_project, with its derivative and calls; never changed after."""
     kind: str  # "official" (an aten op run natively) or "custom" (a new npu op)
-    implementation: str  # "exec", "elementwise", "composite" or "adapter" (see IMPLEMENTATIONS)
+    # "exec", "elementwise", "composite" or "adapter" (see IMPLEMENTATIONS); from op-plugin's dialect
+    # (codegen/op_plugin_translate.py), "aclnn" or "unprovided" (see DIALECT_IMPLEMENTATIONS)
+    implementation: str
     schema: FunctionSchema
     kernel: str  # the device kernel launched ("" for composite and adapter ops)
     exec_args: tuple[str, ...]
@@ -78,6 +84,8 @@ class Operator:
     reference: str | None = None  # a Python expression the generated tests compare with (codegen/reference.py)
     samples: tuple = ()  # inputs the generated tests try: {argument: shape or value}
     cost: Cost | None = None  # how simulated time prices its kernel (codegen/templates/cost_hint.j2)
+    tags: tuple[str, ...] = ()  # schema tags (torch.Tag names), from op-plugin's dialect
+    rules: tuple = ()  # op-plugin's output rules, parsed (codegen/op_plugin_rules.py): (size, dtype) a return
     # Filled in by project.load_project from the other passes' results:
     composite_cpp: str | None = None  # the composite expression rendered from its parse
     derivative: object = None  # torchgen DifferentiabilityInfo from derivatives.yaml
@@ -107,6 +115,7 @@ class Project:
     rejected: frozenset[str] = frozenset()  # names of entries with problems (derivatives skip them)
     readable: bool = True  # False when the file itself could not be read: every operator is unknown
     kernel_names: tuple[str, ...] = ()  # every kernel registered under csrc/kernels
+    adapter_names: tuple[str, ...] = ()  # every adapter registered under op_plugin/
     target: Target | None = None  # what is being built (codegen/target.py): the backend or a package
     stubs: tuple = ()  # official entries served through a dispatch stub (codegen/stubs.py)
 

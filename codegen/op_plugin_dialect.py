@@ -286,7 +286,7 @@ def _load_entry(entry, line: int, section: str, file: str, spec: _VersionSpec, v
             return None
     if section == "official":
         notes.append("official operator: runs on the reference path (ATen's CPU kernel as a device kernel)"
-                     + ("; its gen_opapi rules are checked, not yet run as a simulated ACLNN kernel" if gen else ""))
+                     + ("; a build runs it as a simulated ACLNN kernel where its gen_opapi rules can be read" if gen else ""))
     else:
         kernel = "its ACLNN kernel" if gen is not None else "its hand-written adapter"
         notes.append(f"{section} operator: its schema is declared; {kernel} is torch_npu's, not provided here")

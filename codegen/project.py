@@ -24,8 +24,10 @@ def load_project(root: str, target: Target | None = None) -> Project:
     found, and every Operator is assembled from those results once. `target`:
     the backend itself (default) or an operator package (target.package)."""
     target = target or backend(root)
+    dialect = _load_dialect(root, target)
+    if dialect is not None:
+        return dialect
     problems = Problems()
-    _refuse_dialect(root, problems)
     kernels = registered_names(os.path.join(root, KERNEL_DIR))
     op_plugins = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
     stub_kernels = registered_names(os.path.join(root, KERNEL_DIR), STUB_KERNEL_REGISTRATION)
@@ -45,22 +47,29 @@ def load_project(root: str, target: Target | None = None) -> Project:
                                        aten_calls=frozenset().union(*(p.aten_calls for p in parts)),
                                        npu_calls=frozenset().union(*(p.npu_calls for p in parts))))
     generated = tuple(op.kernel for op in ops if op.elementwise)
-    return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})))
+    return dataclasses.replace(declared, ops=tuple(ops), kernel_names=tuple(sorted({*kernels, *generated})),
+                               adapter_names=tuple(sorted(op_plugins)))
 
 
-def _refuse_dialect(root: str, problems: Problems) -> None:
-    """An ops file in op-plugin's dialect is read by `check` (load_dialect_project); nothing is built from it yet."""
-    from .op_plugin_dialect import is_dialect
-    from .yaml_loader import LineDict, load_yaml_file
+def _load_dialect(root: str, target: Target) -> Project | None:
+    """The project of a root whose ops file is in op-plugin's dialect (codegen/op_plugin_translate.py), else None."""
+    from .op_plugin_translate import translate
 
-    doc = load_yaml_file(os.path.join(root, OPS_YAML), OPS_YAML, Problems(), empty=LineDict())
-    if is_dialect(doc):
-        problems.add(OPS_YAML, doc.line_of("all_version"), "(file)", "all_version",
-                     "this file is written in op-plugin's dialect, which 'python -m codegen check' reads and "
-                     "reports on; building from it is not supported yet",
-                     "run 'python -m codegen check' on it, or declare the operators simhpu should build in "
-                     "simhpu's own format (README, 'The YAML language')")
-        problems.raise_if_any()
+    report = load_dialect_project(root)
+    if report is None:
+        return None
+    problems = Problems()
+    if not target.in_tree:
+        problems.add(OPS_YAML, 1, "(file)", "all_version",
+                     "an operator package cannot be built from op-plugin's dialect: its official entries give "
+                     "aten operators device kernels, which torch_simhpu owns",
+                     "build the dialect file as torch_simhpu's own YAML, or declare the package's operators in "
+                     "simhpu's format")
+    project = translate(report, problems, target).project
+    problems.raise_if_any()
+    adapters = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
+    return dataclasses.replace(project, kernel_names=tuple(sorted(registered_names(os.path.join(root, KERNEL_DIR)))),
+                               adapter_names=tuple(sorted(adapters)))
 
 
 def load_dialect_project(root: str):

@@ -34,7 +34,7 @@ from torch_simhpu import _C  # noqa: E402
 from torch_simhpu import _device_registration
 from torch_simhpu import device
 from torch_simhpu import library  # noqa: F401  (torch_simhpu.library.register_user_custom_op)
-from torch_simhpu.op_plugin import load_op_plugin  # noqa: F401  (op-plugin's own YAML, at run time)
+from torch_simhpu.op_plugin import load_op_plugin, op_plugin_kernels  # noqa: F401  (op-plugin's own YAML)
 from torch_simhpu.device import current_device, device_count, is_available, set_device, synchronize
 
 _device_registration.register()
@@ -59,8 +59,19 @@ for _name in _PYTHON_FUNCTIONS:
     globals()[_name] = getattr(_C, _name)
 _compile.register(_C)
 
+# A wheel built from op-plugin's own YAML (README, "op-plugin's own YAML"): its custom operators'
+# names, and their fake kernels from the gen_opapi rules.
+from torch_simhpu._generated import op_plugin as _op_plugin_ops  # noqa: E402
+
+_OP_PLUGIN_FUNCTIONS = tuple(n for n in _op_plugin_ops.FUNCTIONS if n not in globals())
+for _name in _OP_PLUGIN_FUNCTIONS:
+    globals()[_name] = getattr(torch.ops.npu, _name)
+if _op_plugin_ops.FAKE_RULES:
+    _op_plugin_library = torch.library.Library("npu", "FRAGMENT")
+    _op_plugin_ops.register(_op_plugin_library)
+
 
 
 
 __all__ = ["device", "is_available", "device_count", "current_device", "set_device", "synchronize",
-           "load_op_plugin", *_PYTHON_FUNCTIONS]
+           "load_op_plugin", "op_plugin_kernels", *_PYTHON_FUNCTIONS, *_OP_PLUGIN_FUNCTIONS]

@@ -138,11 +138,14 @@ def _readable_rules(entry):
 
 
 def _rule_values(entry, args, kwargs):
+    return _bind_rule_values([a.name for a in entry.schema.arguments.flat_all], args, kwargs)
+
+
+def _bind_rule_values(names, args, kwargs):
     """The rules' view of a call: the schema's argument names, tensors as their sizes and dtype."""
     from torch_simhpu.codegen.op_plugin_rules import Tensor
 
     values, device = {}, None
-    names = [a.name for a in entry.schema.arguments.flat_all]
     values.update(zip(names, args))
     values.update(kwargs)
     for name, value in list(values.items()):
@@ -204,11 +207,30 @@ def _simulated_aclnn(entry, path):
 def _fake_kernel(entry):
     """The entry's outputs by its gen_opapi rules, when each return has a readable size and dtype rule."""
     rules = _readable_rules(entry)
-    if rules is None:
-        return None
+    return None if rules is None else _fake_from_rules([a.name for a in entry.schema.arguments.flat_all], rules)
 
+
+def _fake_from_rules(names, rules):
     def fake(*args, **kwargs):
-        values, device = _rule_values(entry, args, kwargs)
+        values, device = _bind_rule_values(names, args, kwargs)
         outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in _expected(rules, values)]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
     return fake
+
+
+def op_plugin_kernels() -> dict[str, str]:
+    """For a wheel built from op-plugin's own YAML: each of its operators and what serves it on simhpu.
+    "simulated": an official entry run as a simulated ACLNN kernel (ATen's CPU kernel, its outputs
+    checked against the entry's rules at every call); "own kernel": an official entry simhpu already
+    has a device kernel for; "decomposes": an official entry ATen decomposes before any device
+    kernel; "unprovided": a custom operator whose kernel is torch_npu's. Empty for simhpu's own YAML."""
+    from torch_simhpu import _C
+
+    return dict(_C._op_plugin_kernels())
+
+
+def register_rule_fakes(library: torch.library.Library, namespace: str, rules_by_op: dict) -> None:
+    """Fake kernels from op-plugin's output rules, for the operators a dialect file was built with
+    (torch_simhpu._generated.op_plugin): operator -> (argument names, ((size, dtype) parsed, a return))."""
+    for name, (arguments, rules) in rules_by_op.items():
+        torch.library.register_fake(f"{namespace}::{name}", _fake_from_rules(arguments, rules), lib=library)

@@ -34,6 +34,7 @@ FILES = {
     "python/{package}/_generated/fake.py": "fake.py.j2",
     "python/{package}/_generated/compile.py": "compile.py.j2",
     "python/{package}/_generated/reference.py": "reference.py.j2",
+    "python/{package}/_generated/op_plugin.py": "op_plugin.py.j2",
     "docs/ops.md": "ops.md.j2",
 }
 # The backend's package is written by hand around the generated part; an

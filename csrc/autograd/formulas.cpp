@@ -1,7 +1,6 @@
 #include "autograd/formulas.h"
 
-#include "generated/ops/npu_rms_norm_backward.h"
-
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/sigmoid.h>
 #include <c10/core/WrapDimMinimal.h>
 
@@ -58,7 +57,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mul_add_backward(
 std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_backward(
     const at::Tensor& grad_y, const at::Tensor& grad_total, const at::Tensor& total, const at::Tensor& gamma,
     const at::Tensor& rstd) {
-  auto [grad_sum, grad_gamma] = ops::npu_rms_norm_backward(grad_y, total, gamma, rstd);
+  // Through the dispatcher, not the generated C++ API: these helpers compile whatever the ops file
+  // declares (a wheel built from op-plugin's dialect has no npu_rms_norm_backward of simhpu's).
+  static const auto rms_norm_backward =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("npu::npu_rms_norm_backward", "")
+          .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                    const at::Tensor&)>();
+  auto [grad_sum, grad_gamma] = rms_norm_backward.call(grad_y, total, gamma, rstd);
   const at::Tensor grad_inputs = grad_sum + grad_total;
   return {grad_inputs, grad_inputs, grad_gamma};
 }

@@ -4,6 +4,7 @@
 #include "aten/reference_op.h"
 #include "aten/result_placement.h"
 #include "custom_op/custom_op.h"
+#include "op_plugin_dialect/entries.h"
 #include "python/compiled_kernel.h"
 #include "python/distributed.h"
 #include "python/graphs.h"
@@ -141,7 +142,15 @@ PYBIND11_MODULE(_C, m) {
   namespace py = pybind11;
   simhpu::install_python_launch_sites();
   simhpu::register_hooks();
+  // First: an op-plugin entry's simulated ACLNN kernel takes precedence over the plain reference path.
+  simhpu::op_plugin::register_simulated_kernels();
   simhpu::prefer_cpu_kernels_over_composites();
+  m.def("_op_plugin_kernels", [] {
+    // Each op-plugin dialect operator and what serves it on simhpu (torch_simhpu.op_plugin_kernels).
+    auto rows = simhpu::op_plugin::simulated_kernel_report();
+    for (const std::string& name : simhpu::op_plugin::unprovided_operators()) rows.emplace_back(name, "unprovided");
+    return rows;
+  });
 
   m.def("_device_count", [] { return static_cast<int>(simhpu::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(simhpu::current_device()); });

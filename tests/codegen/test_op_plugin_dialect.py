@@ -112,11 +112,3 @@ def test_derivatives_in_the_dialect_are_selected_by_version(codegen, tmp_path):
     with pytest.raises(Exception) as caught:
         codegen.load_dialect_project(str(tmp_path / "project"))
     assert "derivatives.yaml:10" in str(caught.value) and "'v3.0' is not in all_version" in str(caught.value)
-
-
-def test_building_from_the_dialect_is_refused_with_what_to_do(codegen, tmp_path):
-    shutil.copytree(CORPUS, tmp_path / "project")
-    with pytest.raises(Exception) as caught:
-        codegen.load_project(str(tmp_path / "project"))
-    assert "1 problem in the operator YAML:\nop_plugin_functions.yaml:3: (file): field 'all_version'" in str(caught.value)
-    assert "building from it is not supported yet" in str(caught.value)

@@ -1,0 +1,98 @@
+"""op-plugin's dialect (codegen/op_plugin_dialect.py) translated into the typed model every
+generator reads (codegen/model.py's Operator), so a dialect file builds through the same
+renderers as simhpu's own YAML:
+
+- an official entry whose gen_opapi block names an ACLNN kernel and gives each output a size and a
+  dtype rule simhpu can read becomes an "aclnn" operator: a simulated ACLNN kernel (ATen's CPU
+  kernel as the device kernel, its outputs checked against the rules at every call);
+- any other official entry needs nothing: the aten operator runs on simhpu's reference path;
+- a custom, symint-only, autograd-only or quant entry becomes an "unprovided" operator: its schema
+  and tags are defined in the namespace, its kernel is torch_npu's (calling it raises
+  NotImplementedError naming the kernel), its rules, where readable, are its fake kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torchgen.model import FunctionSchema
+
+from .errors import Problems
+from .model import Operator, Project
+from .op_plugin_cpp import render
+from .op_plugin_dialect import DialectEntry, DialectReport
+from .op_plugin_rules import RuleUnreadable, parse
+
+CUSTOM_SECTIONS = ("custom", "symint", "autograd", "quant")
+
+
+@dataclass
+class Translation:
+    project: Project
+    reference_path: list[str] = field(default_factory=list)  # official entries left to the reference path
+    unreadable: dict[str, str] = field(default_factory=dict)  # entry -> why its rules are not used
+
+
+def translate(report: DialectReport, problems: Problems, target, namespace: str = "npu") -> Translation:
+    ops, reference_path, unreadable, rejected = [], [], {}, set()
+    for entry in report.entries:
+        if entry.section not in CUSTOM_SECTIONS:
+            rules, why = _rules(entry)
+            if rules is None:
+                reference_path.append(entry.name)
+                if why:
+                    unreadable[entry.name] = why
+                continue
+            ops.append(_operator(entry, report.file, "official", "aclnn", rules))
+            continue
+        if not _defines(entry, report.file, problems):
+            rejected.add(entry.name)
+            continue
+        rules, why = _rules(entry)
+        if why:
+            unreadable[entry.name] = why
+        ops.append(_operator(entry, report.file, "custom", "unprovided", rules or ()))
+    project = Project("simhpu", namespace, tuple(ops), frozenset(rejected), target=target)
+    return Translation(project, reference_path, unreadable)
+
+
+def _operator(entry: DialectEntry, file: str, kind: str, implementation: str, rules) -> Operator:
+    gen = entry.gen_opapi
+    return Operator(kind, implementation, entry.schema, gen.kernel if gen is not None else "", (), (), (), (), False,
+                    "", file, entry.line, tags=entry.tags, rules=tuple(rules))
+
+
+def _rules(entry: DialectEntry):
+    """((size, dtype) parsed, a return), or (None, why not); (None, "") when the entry has none."""
+    gen = entry.gen_opapi
+    if gen is None or not gen.kernel or not gen.outputs:
+        return None, ""
+    by_name = {r.name: r for r in gen.outputs}
+    out_args = [a.name for a in entry.schema.arguments.out]
+    ordered = [by_name.get(n) for n in out_args] if out_args else list(gen.outputs)
+    if len(ordered) != len(entry.schema.returns) or any(r is None or not r.size or not r.dtype for r in ordered):
+        return None, "not every output has a size and a dtype rule"
+    arguments = frozenset(a.name for a in entry.schema.arguments.flat_all)
+    try:
+        rules = tuple((parse(r.size), parse(r.dtype)) for r in ordered)
+        for size, dtype in rules:  # what C++ cannot be written for is not used in Python either
+            render(size, arguments), render(dtype, arguments)
+    except RuleUnreadable as e:
+        return None, str(e)
+    return rules, ""
+
+
+def _defines(entry: DialectEntry, file: str, problems: Problems) -> bool:
+    """A custom entry's schema and tags as torch's own registry takes them."""
+    try:
+        torch._C.parse_schema(str(entry.schema))
+    except RuntimeError as e:
+        problems.add(file, entry.line, entry.name, "func", f"torch cannot define this schema: "
+                     f"{str(e).splitlines()[0][:160]}", "write the schema as native_functions.yaml does")
+        return False
+    unknown = [t for t in entry.tags if not hasattr(torch.Tag, t)]
+    if unknown:
+        problems.add(file, entry.line, entry.name, "tags", f"'{unknown[0]}' is not a tag of this torch "
+                     f"(torch.Tag)", "use a tag of native_functions.yaml, e.g. nondeterministic_seeded")
+        return False
+    return True

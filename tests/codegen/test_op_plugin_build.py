@@ -1,0 +1,95 @@
+"""Building from op-plugin's own YAML (codegen/op_plugin_translate.py, codegen/dest/op_plugin.py):
+the dialect corpus translates into the typed model, generates grouped units that compile, one
+edited entry rewrites one unit, and nothing of a rule's text reaches the C++ as code."""
+import os
+import shutil
+
+import pytest
+from test_codegen_fuzz import check_generated, compile_cpp
+
+CORPUS = os.path.join(os.path.dirname(__file__), "op_plugin_dialect")
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    shutil.copytree(CORPUS, tmp_path / "project")
+    return tmp_path / "project"
+
+
+def group_units(files: dict) -> dict:
+    return {rel: text for rel, text in files.items() if rel.startswith("csrc/op_plugin_dialect/")}
+
+
+def test_the_corpus_translates_into_simulated_and_unprovided_operators(codegen, corpus):
+    project = codegen.load_project(str(corpus))
+    kinds = {op.name: (op.kind, op.implementation, op.kernel) for op in project.ops}
+    assert kinds == {
+        "abs.out": ("official", "aclnn", "aclnnAbs"),
+        "abs": ("official", "aclnn", "aclnnAbs"),  # its rules are abs.out's (structured_inherit)
+        "gelu": ("official", "aclnn", "aclnnGelu"),
+        "npu_scaled_mask": ("custom", "unprovided", "aclnnScaledMask"),
+        "npu_rand_scale": ("custom", "unprovided", ""),
+        "npu_plugged": ("custom", "unprovided", ""),
+        "npu_view_as_sized": ("custom", "unprovided", ""),
+        "int_repr": ("custom", "unprovided", ""),
+    }
+    # lerp_ has no output rules, sum/cat/add_/std no gen_opapi: the reference path serves them, nothing generated.
+    assert {op.name: op.tags for op in project.ops}["npu_rand_scale"] == ("nondeterministic_seeded",)
+
+
+def test_generated_units_define_register_and_compile(codegen, emit, corpus, tmp_path):
+    files = emit.render(codegen.load_project(str(corpus)))
+    units = group_units(files)
+    text = "\n".join(units.values())
+    assert text.count("add_simulated_kernel(") == 3 and text.count("add_unprovided_kernel(") == 5
+    assert '"npu_rand_scale(Tensor self, float p, *, Generator? generator=None) -> Tensor",\n' \
+           '      {at::Tag::nondeterministic_seeded}' in text
+    python = files["python/torch_simhpu/_generated/op_plugin.py"]
+    assert '"npu_scaled_mask",' in python and "'npu_scaled_mask': (('x', 'mask', 'scale')," in python
+    assert "def npu_scaled_mask(*args: Any, **kwargs: Any) -> Any:" in files["python/torch_simhpu/__init__.pyi"]
+    check_generated(files)
+    compile_cpp(files, sorted(units), tmp_path / "generated")
+
+
+def test_one_edited_entry_rewrites_one_unit(codegen, emit, corpus, tmp_path):
+    out = tmp_path / "generated"
+    emit.write_tree(str(out), emit.render(codegen.load_project(str(corpus))))
+    path = corpus / "op_plugin_functions.yaml"
+    path.write_text(path.read_text().replace("npu_plugged(Tensor self) -> Tensor",
+                                             "npu_plugged(Tensor self, int times=1) -> Tensor"))
+    changed = emit.write_tree(str(out), emit.render(codegen.load_project(str(corpus))))
+    assert len(changed) == 1 and changed[0].startswith("csrc/op_plugin_dialect/group_"), changed
+
+
+@pytest.mark.parametrize("rule", [
+    'self"); std::system("touch /tmp/pwned',  # a string literal: not in the rule grammar
+    "self; std::abort()",
+    "std::system(self)",  # a call to what is not an output-size helper
+    "self.data_ptr()",  # a method RuleValue does not answer
+])
+def test_a_hostile_rule_never_reaches_the_cpp(codegen, emit, corpus, rule):
+    path = corpus / "op_plugin_functions.yaml"
+    path.write_text(path.read_text().replace("        size: self\n        dtype: self\n      new_params",
+                                 f"        size: '{rule}'\n        dtype: self\n      new_params"))
+    project = codegen.load_project(str(corpus))
+    ops = {op.name: op for op in project.ops}
+    assert "gelu" not in ops  # its rule is unreadable: the reference path serves it, unchecked
+    files = emit.render(project)
+    code = "\n".join(group_units(files).values())
+    assert "system" not in code and "abort" not in code and "data_ptr" not in code
+    check_generated(files)
+
+
+def test_an_unknown_tag_is_a_problem_at_its_line(codegen, corpus):
+    path = corpus / "op_plugin_functions.yaml"
+    path.write_text(path.read_text().replace("tags: nondeterministic_seeded", "tags: [nondeterministic_seeded, fast]"))
+    with pytest.raises(Exception) as caught:
+        codegen.load_project(str(corpus))
+    assert "op_plugin_functions.yaml:" in str(caught.value) and "'fast' is not a tag of this torch" in str(caught.value)
+
+
+def test_an_operator_package_is_not_built_from_the_dialect(codegen, corpus):
+    from codegen.target import package
+    with pytest.raises(Exception) as caught:
+        codegen.load_project(str(corpus), package("my_ops._C"))
+    assert "an operator package cannot be built from op-plugin's dialect" in str(caught.value)
