@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import re
 import sys
 
 from .emit import render, write_file
 from .errors import CodegenError
-from .project import OPS_YAML, generate, load_dialect_project, load_project
+from .project import OPS_YAML, OVERLAY_YAML, generate, load_dialect_project, load_project
 from .scaffold import new_op
 from .target import package
 
@@ -83,6 +84,11 @@ def _check(args) -> None:
     dialect = load_dialect_project(args.root)
     if dialect is not None:
         print(dialect.summary())
+        built = collections.Counter(op.implementation for op in load_project(args.root).ops)
+        print(f"a build gives {built['aclnn']} simulated ACLNN kernels (official entries whose rules read), "
+              f"{built['unprovided']} custom operators whose kernels are torch_npu's, and "
+              f"{sum(n for k, n in built.items() if k not in ('aclnn', 'unprovided'))} operators of {OVERLAY_YAML} "
+              "simhpu's kernels run")
         return
     project = load_project(args.root, _target(args))
     print(f"ok: {len(project.ops)} operators")

@@ -17,8 +17,21 @@ from .op_plugin_rules import HELPERS, RuleUnreadable, _constant, _unqualified
 
 # Methods RuleValue's method() answers (the Python evaluator's _method).
 METHODS = frozenset({"sizes", "sym_sizes", "size", "sym_size", "scalar_type", "dtype", "dim", "numel",
-                     "value_or", "has_value"})
-# Helpers that take their arguments as one list (ATen's result_type takes any number).
+                     "value_or", "has_value", "value"})
+# How many arguments each helper's C++ (csrc/op_plugin_dialect/rule_value.h) takes: a call with
+# another count would not compile, so it makes the rule unreadable. None: any number (result_type
+# takes them as one list; ArrayRef and SmallVector read as an empty size list).
+ARITY = {
+    "broadcast_ops_npu_output_size": 2, "reduce_ops_npu_output_size": 3, "input_same_output_size": 1,
+    "get_dimlist_for_tensor": 1, "glu_npu_output_size": 2, "stack_output_size": 2, "clamp_npu_output_size": 3,
+    "addr_npu_output_size": 3, "repeat_npu_output_size": 2, "isIntegralType": 2, "isFloatingType": 1,
+    "abs_out_dtype": 1, "angle_out_dtype": 1, "polar_out_dtype": 2, "result_type": None,
+    "typeMetaToScalarType": 1, "ArrayRef": None, "SmallVector": None, "promoteTypes": 2, "clamp_out_dtype": 3,
+    "clamp_scalar_out_dtype": 3, "max_pool2d_out_size": 2, "max_pool3d_output_size": 2,
+    "adaptive_avg_pool3d_npu_output_size": 2, "cdist_npu_output_size": 2, "im2col_backward_npu_output_size": 3,
+    "isclose_output_size": 5, "is_gte_cann_version_820rc1": 0,
+    **{f"{kind}_pad{n}d_npu_out_size": 2 for kind in ("reflection", "replication") for n in (1, 2, 3)},
+}
 _VARIADIC = {"result_type"}
 _EMPTY_SIZES = {"ArrayRef", "SmallVector"}
 _CPP_DTYPES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
@@ -71,6 +84,8 @@ def render(tree, arguments: frozenset[str]) -> str:
         if name not in HELPERS:
             raise RuleUnreadable(f"'{tree[1]}' is not an output-size helper simhpu knows")
         args = [render(t, arguments) for t in tree[2]]
+        if ARITY[name] is not None and len(args) != ARITY[name]:
+            raise RuleUnreadable(f"'{name}' takes {ARITY[name]} arguments here, not {len(args)}")
         if name in _EMPTY_SIZES:
             return "helpers::empty_sizes()"
         if name in _VARIADIC:

@@ -274,6 +274,36 @@ def _repeat(t, repeats):
     return tuple(s * r for s, r in zip(padded, repeats))
 
 
+def _meta(value):
+    """A tensor argument as a meta tensor (its sizes and dtype, no data); anything else as it is."""
+    return torch.empty(value.sizes, dtype=value.dtype, device="meta") if isinstance(value, Tensor) else value
+
+
+def _spatial(t, output_size, dims: int):
+    """Pooling and unpooling: the leading (batch, channel) sizes, then the given spatial sizes."""
+    return _sizes(t)[:-dims] + tuple(int(v) for v in output_size)
+
+
+def _padded(t, padding):
+    """reflection/replication padding: (left, right) of the last dimension, then of the one before, ..."""
+    sizes, padding = list(_sizes(t)), list(padding)
+    for i in range(len(padding) // 2):
+        sizes[-1 - i] += padding[2 * i] + padding[2 * i + 1]
+    return tuple(sizes)
+
+
+def _cdist(x1, x2):
+    a, b = _sizes(x1), _sizes(x2)
+    return tuple(torch.broadcast_shapes(a[:-2], b[:-2])) + (a[-2], b[-2])
+
+
+def _col2im(t, output_size, kernel_size):
+    sizes, blocks = _sizes(t), 1
+    for k in kernel_size:
+        blocks *= k
+    return sizes[:-2] + (sizes[-2] // blocks,) + tuple(output_size)
+
+
 # op-plugin's output-size and dtype helpers, by the behaviour of the ATen operators they serve.
 HELPERS = {
     "broadcast_ops_npu_output_size": _broadcast,
@@ -297,6 +327,18 @@ HELPERS = {
     "typeMetaToScalarType": lambda d: d,
     "ArrayRef": lambda *a: (),
     "SmallVector": lambda *a: (),
+    "promoteTypes": torch.promote_types,
+    "clamp_out_dtype": lambda t, lo, hi: torch.clamp(_meta(t), _meta(lo), _meta(hi)).dtype,
+    "clamp_scalar_out_dtype": lambda t, lo, hi: torch.clamp(_meta(t), lo, hi).dtype,
+    "max_pool2d_out_size": lambda t, output_size: _spatial(t, output_size, 2),
+    "max_pool3d_output_size": lambda t, output_size: _spatial(t, output_size, 3),
+    "adaptive_avg_pool3d_npu_output_size": lambda t, output_size: _spatial(t, output_size, 3),
+    "cdist_npu_output_size": _cdist,
+    "im2col_backward_npu_output_size": _col2im,
+    "isclose_output_size": lambda a, b, *rest: _broadcast(a, b),
+    **{f"{kind}_pad{n}d_npu_out_size": _padded for kind in ("reflection", "replication") for n in (1, 2, 3)},
+    # The CANN toolkit's version: simhpu stands for the newest, so a rule's newer branch is taken.
+    "is_gte_cann_version_820rc1": lambda: True,
 }
 
 
@@ -353,6 +395,8 @@ def _method(obj, name, args):
             return n
     if name == "value_or":
         return args[0] if obj is None else obj
+    if name == "value" and obj is not None:
+        return obj
     if name == "has_value":
         return obj is not None
     if name == "size" and isinstance(obj, (list, tuple)):

@@ -51,6 +51,8 @@ def translate(report: DialectReport, problems: Problems, target, namespace: str 
         rules, why = _rules(entry)
         if why:
             unreadable[entry.name] = why
+        if rules and not all(size is not None and dtype is not None for size, dtype in rules):
+            rules = None  # a fake kernel needs every output's size and dtype
         ops.append(_operator(entry, report.file, "custom", "unprovided", rules or ()))
     project = Project("simhpu", namespace, tuple(ops), frozenset(rejected), target=target)
     return Translation(project, reference_path, unreadable)
@@ -70,13 +72,13 @@ def _rules(entry: DialectEntry):
     by_name = {r.name: r for r in gen.outputs}
     out_args = [a.name for a in entry.schema.arguments.out]
     ordered = [by_name.get(n) for n in out_args] if out_args else list(gen.outputs)
-    if len(ordered) != len(entry.schema.returns) or any(r is None or not r.size or not r.dtype for r in ordered):
-        return None, "not every output has a size and a dtype rule"
+    if len(ordered) != len(entry.schema.returns) or any(r is None or not (r.size or r.dtype) for r in ordered):
+        return None, "not every output has a rule"
     arguments = frozenset(a.name for a in entry.schema.arguments.flat_all)
-    try:
-        rules = tuple((parse(r.size), parse(r.dtype)) for r in ordered)
-        for size, dtype in rules:  # what C++ cannot be written for is not used in Python either
-            render(size, arguments), render(dtype, arguments)
+    try:  # a missing size or dtype rule (an out= tensor's dtype is the caller's) is None: not checked
+        rules = tuple((parse(r.size) if r.size else None, parse(r.dtype) if r.dtype else None) for r in ordered)
+        for rule in (r for pair in rules for r in pair if r is not None):
+            render(rule, arguments)  # what C++ cannot be written for is not used in Python either
     except RuleUnreadable as e:
         return None, str(e)
     return rules, ""

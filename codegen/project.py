@@ -14,6 +14,8 @@ from .target import Target, backend
 
 OPS_YAML = "op_plugin_functions.yaml"
 DERIVATIVES_YAML = "derivatives.yaml"
+# Beside a dialect ops file: operators of it given simhpu's own kernels, in simhpu's format.
+OVERLAY_YAML = "op_plugin_overlay.yaml"
 KERNEL_DIR = os.path.join("csrc", "kernels")
 OP_PLUGIN_DIR = "op_plugin"
 
@@ -28,16 +30,24 @@ def load_project(root: str, target: Target | None = None) -> Project:
     if dialect is not None:
         return dialect
     problems = Problems()
+    project = _load_own(root, target, OPS_YAML, DERIVATIVES_YAML, problems)
+    problems.raise_if_any()
+    return project
+
+
+def _load_own(root: str, target: Target, ops_file: str, derivatives_file: str | None, problems: Problems) -> Project:
+    """An ops file in simhpu's own format (and its derivatives file), every operator assembled once."""
     kernels = registered_names(os.path.join(root, KERNEL_DIR))
     op_plugins = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
     stub_kernels = registered_names(os.path.join(root, KERNEL_DIR), STUB_KERNEL_REGISTRATION)
-    declared = load_ops(os.path.join(root, OPS_YAML), kernels, problems, root, op_plugins, target, stub_kernels)
+    declared = load_ops(os.path.join(root, ops_file), kernels, problems, root, op_plugins, target, stub_kernels)
     # Both files are checked in one run whatever the other holds: derivative
     # entries of operators whose declaration has problems are skipped, not reported.
     composites = _resolve_composites(target, declared, problems)
-    derivatives = load_derivatives(os.path.join(root, DERIVATIVES_YAML), declared, problems, root,
-                                   target.formula_helpers_header)
-    problems.raise_if_any()
+    derivatives = (load_derivatives(os.path.join(root, derivatives_file), declared, problems, root,
+                                    target.formula_helpers_header) if derivatives_file else {})
+    if problems.items:
+        return declared
     ops = []
     for op in declared.ops:
         composite, derivative = composites.get(op.name), derivatives.get(op.name)
@@ -52,7 +62,9 @@ def load_project(root: str, target: Target | None = None) -> Project:
 
 
 def _load_dialect(root: str, target: Target) -> Project | None:
-    """The project of a root whose ops file is in op-plugin's dialect (codegen/op_plugin_translate.py), else None."""
+    """The project of a root whose ops file is in op-plugin's dialect (codegen/op_plugin_translate.py), else
+    None. Its overlay (OVERLAY_YAML, simhpu's own format), when there is one, gives operators of the dialect
+    file simhpu's kernels: an overlay entry replaces the dialect's entry of the same name and schema."""
     from .op_plugin_translate import translate
 
     report = load_dialect_project(root)
@@ -66,10 +78,24 @@ def _load_dialect(root: str, target: Target) -> Project | None:
                      "build the dialect file as torch_simhpu's own YAML, or declare the package's operators in "
                      "simhpu's format")
     project = translate(report, problems, target).project
+    overlay = (_load_own(root, target, OVERLAY_YAML, None, problems)
+               if os.path.isfile(os.path.join(root, OVERLAY_YAML)) else None)
     problems.raise_if_any()
-    adapters = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
-    return dataclasses.replace(project, kernel_names=tuple(sorted(registered_names(os.path.join(root, KERNEL_DIR)))),
-                               adapter_names=tuple(sorted(adapters)))
+    if overlay is None:
+        adapters = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
+        return dataclasses.replace(project, adapter_names=tuple(sorted(adapters)),
+                                   kernel_names=tuple(sorted(registered_names(os.path.join(root, KERNEL_DIR)))))
+    dialect_ops = {op.name: op for op in project.ops}
+    for op in overlay.ops:
+        replaced = dialect_ops.get(op.name)
+        if replaced is not None and str(replaced.schema) != str(op.schema):
+            problems.add(OVERLAY_YAML, op.line, op.name, "func",
+                         f"{OPS_YAML}:{replaced.line} declares {op.name} as {replaced.schema}",
+                         "give the overlay entry the dialect entry's schema exactly")
+    problems.raise_if_any()
+    provided = {op.name for op in overlay.ops}
+    ops = tuple(op for op in project.ops if op.name not in provided) + overlay.ops
+    return dataclasses.replace(overlay, ops=ops, rejected=project.rejected | overlay.rejected)
 
 
 def load_dialect_project(root: str):

@@ -21,7 +21,7 @@ GROUPS = 48
 class SimulatedView:
     op: Operator
     index: int  # its functions' prefix within the unit
-    rules: tuple[tuple[str, str], ...]  # (size, dtype) as C++, a return
+    rules: tuple[tuple[str | None, str | None], ...]  # (size, dtype) as C++, a return; None: not checked
 
     @property
     def label(self) -> str:
@@ -49,7 +49,7 @@ def group_of(name: str) -> int:
 
 def _cpp_rules(op: Operator) -> tuple[tuple[str, str], ...]:
     arguments = frozenset(a.name for a in op.schema.arguments.flat_all)
-    return tuple((render_rule(size, arguments), render_rule(dtype, arguments)) for size, dtype in op.rules)
+    return tuple(tuple(render_rule(r, arguments) if r is not None else None for r in pair) for pair in op.rules)
 
 
 def render(env, ops: list[Operator], namespace: str) -> dict[str, str]:

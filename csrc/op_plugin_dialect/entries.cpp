@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 namespace simhpu::op_plugin {
@@ -60,12 +61,13 @@ void simulated_aclnn_kernel(const c10::OperatorHandle& op, torch::jit::Stack* st
   const c10::FunctionSchema& schema = op.schema();
   const SimulatedKernel& entry = simulated().at(qualified(op.operator_name()).substr(std::strlen("aten::")));
   // The rules see the arguments as the call passed them (an out= tensor before it is resized).
-  std::vector<std::pair<std::vector<int64_t>, c10::ScalarType>> declared;
+  std::vector<std::pair<std::optional<std::vector<int64_t>>, std::optional<c10::ScalarType>>> declared;
   bool readable = true;
   try {
     const RuleArgs args = rule_args(schema, torch::jit::last(*stack, schema.arguments().size()));
     for (const OutputRules& rules : entry.outputs) {
-      declared.emplace_back(result_sizes(rules.size(args)), result_dtype(rules.dtype(args)));
+      declared.emplace_back(rules.size ? std::optional(result_sizes(rules.size(args))) : std::nullopt,
+                            rules.dtype ? std::optional(result_dtype(rules.dtype(args))) : std::nullopt);
     }
   } catch (const RuleUnreadable&) {
     readable = false;  // this call's arguments are beyond what the rules say: ATen's outputs, unchecked
@@ -76,7 +78,9 @@ void simulated_aclnn_kernel(const c10::OperatorHandle& op, torch::jit::Stack* st
   for (size_t i = 0; i < declared.size() && i < results.size(); ++i) {
     if (!results[i].isTensor()) continue;
     const at::Tensor& made = results[i].toTensor();
-    const auto& [sizes, dtype] = declared[i];
+    // What the entry leaves unsaid (an out= tensor's dtype) is taken as ATen made it.
+    const std::vector<int64_t> sizes = declared[i].first.value_or(made.sizes().vec());
+    const c10::ScalarType dtype = declared[i].second.value_or(made.scalar_type());
     TORCH_CHECK(made.sizes().vec() == sizes && made.scalar_type() == dtype, "aten::", entry.op, " (", entry.where,
                 "): gen_opapi's rule for output ", i, " of ", entry.kernel, " gives ", describe(sizes, dtype),
                 ", where ATen computes ", describe(made.sizes().vec(), made.scalar_type()),
@@ -128,9 +132,10 @@ void unprovided_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
                                  ? std::string("its kernel (a hand-written torch_npu adapter)")
                                  : std::string("its ACLNN kernel ") + found->second.kernel;
   TORCH_CHECK_NOT_IMPLEMENTED(false, qualified(op.operator_name()), where, ": ", kernel,
-                              " is torch_npu's, and simhpu has none. Provide one: declare the operator in "
-                              "simhpu's own YAML with an exec: kernel (README, 'Add your own op'), or register "
-                              "a device kernel at run time with torch_simhpu.library.register_user_custom_op");
+                              " is torch_npu's, and simhpu has none. Provide one: give the operator an entry in "
+                              "op_plugin_overlay.yaml beside the dialect file (simhpu's own format: exec:, composite: "
+                              "or adapter:; README, 'op-plugin's own YAML'), or register a device kernel at run time "
+                              "with torch_simhpu.library.register_user_custom_op");
 }
 
 void register_simulated_kernels() {

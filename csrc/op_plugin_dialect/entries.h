@@ -19,8 +19,8 @@ namespace simhpu::op_plugin {
 using Rule = RuleValue (*)(const RuleArgs&);
 
 struct OutputRules {
-  Rule size;
-  Rule dtype;
+  Rule size;   // nullptr: the entry gives no size rule for this output (not checked)
+  Rule dtype;  // nullptr: no dtype rule (an out= tensor's dtype is the caller's)
 };
 
 struct SimulatedKernel {

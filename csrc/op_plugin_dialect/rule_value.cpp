@@ -2,6 +2,7 @@
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/DefaultDtype.h>
@@ -291,6 +292,7 @@ RuleValue method(const RuleValue& object, const char* name, const std::vector<Ru
   }
   if (n == "value_or" && args.size() == 1) return object.kind == Kind::None ? args[0] : object;
   if (n == "has_value") return RuleValue::boolean(object.kind != Kind::None);
+  if (n == "value" && args.empty() && object.kind != Kind::None) return object;
   if (n == "size" && args.empty() && object.kind == Kind::Sizes) {
     return RuleValue::number(static_cast<int64_t>(object.sizes.size()));
   }
@@ -414,6 +416,94 @@ RuleValue result_type(const std::vector<RuleValue>& given) {
 RuleValue typeMetaToScalarType(const RuleValue& dtype) { return RuleValue::of(as_dtype(dtype)); }
 
 RuleValue empty_sizes() { return RuleValue::shape({}); }
+
+RuleValue promoteTypes(const RuleValue& a, const RuleValue& b) {
+  return RuleValue::of(c10::promoteTypes(as_dtype(a), as_dtype(b)));
+}
+
+RuleValue clamp_out_dtype(const RuleValue& t, const RuleValue& min, const RuleValue& max) {
+  auto bound = [](const RuleValue& v) -> std::optional<at::Tensor> {
+    if (v.kind == Kind::None) return std::nullopt;
+    if (v.kind != Kind::Tensor) unreadable("expected a tensor bound");
+    return dtype_probe(v);
+  };
+  return RuleValue::of(at::clamp(dtype_probe(t), bound(min), bound(max)).scalar_type());
+}
+
+RuleValue clamp_scalar_out_dtype(const RuleValue& t, const RuleValue& min, const RuleValue& max) {
+  auto bound = [](const RuleValue& v) -> std::optional<c10::Scalar> {
+    if (v.kind == Kind::None) return std::nullopt;
+    return as_scalar(v);
+  };
+  return RuleValue::of(at::clamp(dtype_probe(t), bound(min), bound(max)).scalar_type());
+}
+
+namespace {
+
+// Pooling and unpooling: the leading (batch, channel) sizes, then the given spatial sizes.
+RuleValue spatial(const RuleValue& t, const RuleValue& output_size, size_t dims) {
+  std::vector<int64_t> sizes = as_sizes(t);
+  if (sizes.size() < dims) unreadable("fewer dimensions than the pooling's");
+  sizes.resize(sizes.size() - dims);
+  for (int64_t s : as_sizes(output_size)) sizes.push_back(s);
+  return RuleValue::shape(std::move(sizes));
+}
+
+// Reflection and replication padding: (left, right) of the last dimension, then of the one before, ...
+RuleValue padded(const RuleValue& t, const RuleValue& padding) {
+  std::vector<int64_t> sizes = as_sizes(t);
+  const std::vector<int64_t> pad = as_sizes(padding);
+  if (pad.size() / 2 > sizes.size()) unreadable("more padding than dimensions");
+  for (size_t i = 0; i < pad.size() / 2; ++i) sizes[sizes.size() - 1 - i] += pad[2 * i] + pad[2 * i + 1];
+  return RuleValue::shape(std::move(sizes));
+}
+
+}  // namespace
+
+RuleValue max_pool2d_out_size(const RuleValue& t, const RuleValue& output_size) { return spatial(t, output_size, 2); }
+RuleValue max_pool3d_output_size(const RuleValue& t, const RuleValue& output_size) { return spatial(t, output_size, 3); }
+RuleValue adaptive_avg_pool3d_npu_output_size(const RuleValue& t, const RuleValue& output_size) {
+  return spatial(t, output_size, 3);
+}
+
+RuleValue cdist_npu_output_size(const RuleValue& x1, const RuleValue& x2) {
+  const std::vector<int64_t> a = as_sizes(x1), b = as_sizes(x2);
+  if (a.size() < 2 || b.size() < 2) unreadable("cdist of tensors under two dimensions");
+  std::vector<int64_t> sizes = as_sizes(broadcast_ops_npu_output_size(
+      RuleValue::shape(std::vector<int64_t>(a.begin(), a.end() - 2)),
+      RuleValue::shape(std::vector<int64_t>(b.begin(), b.end() - 2))));
+  sizes.push_back(a[a.size() - 2]);
+  sizes.push_back(b[b.size() - 2]);
+  return RuleValue::shape(std::move(sizes));
+}
+
+RuleValue im2col_backward_npu_output_size(const RuleValue& t, const RuleValue& output_size,
+                                          const RuleValue& kernel_size) {
+  std::vector<int64_t> sizes = as_sizes(t);
+  if (sizes.size() < 2) unreadable("col2im of a tensor under two dimensions");
+  int64_t blocks = 1;
+  for (int64_t k : as_sizes(kernel_size)) blocks *= k;
+  if (blocks == 0) unreadable("an empty kernel");
+  const int64_t channels = sizes[sizes.size() - 2] / blocks;
+  sizes.resize(sizes.size() - 2);
+  sizes.push_back(channels);
+  for (int64_t s : as_sizes(output_size)) sizes.push_back(s);
+  return RuleValue::shape(std::move(sizes));
+}
+
+RuleValue isclose_output_size(const RuleValue& a, const RuleValue& b, const RuleValue&, const RuleValue&,
+                              const RuleValue&) {
+  return broadcast_ops_npu_output_size(a, b);
+}
+
+RuleValue reflection_pad1d_npu_out_size(const RuleValue& t, const RuleValue& p) { return padded(t, p); }
+RuleValue reflection_pad2d_npu_out_size(const RuleValue& t, const RuleValue& p) { return padded(t, p); }
+RuleValue reflection_pad3d_npu_out_size(const RuleValue& t, const RuleValue& p) { return padded(t, p); }
+RuleValue replication_pad1d_npu_out_size(const RuleValue& t, const RuleValue& p) { return padded(t, p); }
+RuleValue replication_pad2d_npu_out_size(const RuleValue& t, const RuleValue& p) { return padded(t, p); }
+RuleValue replication_pad3d_npu_out_size(const RuleValue& t, const RuleValue& p) { return padded(t, p); }
+
+RuleValue is_gte_cann_version_820rc1() { return RuleValue::boolean(true); }
 
 }  // namespace helpers
 

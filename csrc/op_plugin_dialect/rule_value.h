@@ -70,7 +70,7 @@ RuleValue operator<=(const RuleValue& a, const RuleValue& b);
 RuleValue operator>(const RuleValue& a, const RuleValue& b);
 RuleValue operator>=(const RuleValue& a, const RuleValue& b);
 RuleValue index(const RuleValue& container, const RuleValue& i);
-// x.NAME(args): sizes, sym_sizes, size, sym_size, scalar_type, dtype, dim, numel, value_or, has_value.
+// x.NAME(args): sizes, sym_sizes, size, sym_size, scalar_type, dtype, dim, numel, value_or, has_value, value.
 RuleValue method(const RuleValue& object, const char* name, const std::vector<RuleValue>& args);
 
 // What a size rule and a dtype rule give, as an output's sizes and dtype.
@@ -95,6 +95,25 @@ RuleValue angle_out_dtype(const RuleValue& t);
 RuleValue polar_out_dtype(const RuleValue& magnitude, const RuleValue& angle);
 RuleValue result_type(const std::vector<RuleValue>& values);
 RuleValue typeMetaToScalarType(const RuleValue& dtype);
+RuleValue promoteTypes(const RuleValue& a, const RuleValue& b);
+RuleValue clamp_out_dtype(const RuleValue& t, const RuleValue& min, const RuleValue& max);
+RuleValue clamp_scalar_out_dtype(const RuleValue& t, const RuleValue& min, const RuleValue& max);
+RuleValue max_pool2d_out_size(const RuleValue& t, const RuleValue& output_size);
+RuleValue max_pool3d_output_size(const RuleValue& t, const RuleValue& output_size);
+RuleValue adaptive_avg_pool3d_npu_output_size(const RuleValue& t, const RuleValue& output_size);
+RuleValue cdist_npu_output_size(const RuleValue& x1, const RuleValue& x2);
+RuleValue im2col_backward_npu_output_size(const RuleValue& t, const RuleValue& output_size,
+                                          const RuleValue& kernel_size);
+RuleValue isclose_output_size(const RuleValue& a, const RuleValue& b, const RuleValue& rtol, const RuleValue& atol,
+                              const RuleValue& equal_nan);
+RuleValue reflection_pad1d_npu_out_size(const RuleValue& t, const RuleValue& padding);
+RuleValue reflection_pad2d_npu_out_size(const RuleValue& t, const RuleValue& padding);
+RuleValue reflection_pad3d_npu_out_size(const RuleValue& t, const RuleValue& padding);
+RuleValue replication_pad1d_npu_out_size(const RuleValue& t, const RuleValue& padding);
+RuleValue replication_pad2d_npu_out_size(const RuleValue& t, const RuleValue& padding);
+RuleValue replication_pad3d_npu_out_size(const RuleValue& t, const RuleValue& padding);
+// The CANN toolkit's version: simhpu stands for the newest, so a rule's newer branch is taken.
+RuleValue is_gte_cann_version_820rc1();
 // Type conversions the rules write around sizes (ArrayRef<int64_t>(...), SmallVector<...>{}): as
 // the Python evaluator reads them, an empty size list.
 RuleValue empty_sizes();

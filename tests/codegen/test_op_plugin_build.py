@@ -93,3 +93,50 @@ def test_an_operator_package_is_not_built_from_the_dialect(codegen, corpus):
     with pytest.raises(Exception) as caught:
         codegen.load_project(str(corpus), package("my_ops._C"))
     assert "an operator package cannot be built from op-plugin's dialect" in str(caught.value)
+
+
+def test_every_helper_the_rules_may_call_has_its_cpp_with_the_arity_codegen_assumes():
+    import re
+    from codegen.op_plugin_cpp import ARITY
+    from codegen.op_plugin_rules import HELPERS
+    from yaml_edit import ROOT
+
+    assert set(ARITY) == set(HELPERS)
+    with open(os.path.join(ROOT, "csrc", "op_plugin_dialect", "rule_value.h")) as f:
+        header = f.read()
+    helpers = header[header.index("namespace helpers {"):]
+    declared = {m.group(1): m.group(2) for m in re.finditer(r"RuleValue (\w+)\(([^)]*)\);", helpers)}
+    for name, arity in ARITY.items():
+        if arity is None:
+            continue
+        assert name in declared, name
+        assert (declared[name].count(",") + 1 if declared[name].strip() else 0) == arity, name
+
+
+OVERLAY = """\
+backend: simhpu
+namespace: npu
+custom:
+  - func: npu_scaled_mask(Tensor x, Tensor mask, float scale) -> Tensor
+    composite: "x * mask * scale"
+"""
+
+
+def test_an_overlay_gives_a_dialect_operator_simhpus_implementation(codegen, emit, corpus):
+    (corpus / "op_plugin_overlay.yaml").write_text(OVERLAY)
+    project = codegen.load_project(str(corpus))
+    kinds = {op.name: op.implementation for op in project.ops}
+    assert kinds["npu_scaled_mask"] == "composite" and kinds["npu_plugged"] == "unprovided"
+    assert list(kinds).count("npu_scaled_mask") == 1
+    files = emit.render(project)
+    assert "csrc/adapters/npu_scaled_mask.cpp" in files
+    units = "\n".join(group_units(files).values())
+    assert "npu_scaled_mask" not in units  # no second definition of the operator
+
+
+def test_an_overlay_entry_with_another_schema_is_a_problem_at_its_line(codegen, corpus):
+    (corpus / "op_plugin_overlay.yaml").write_text(OVERLAY.replace("float scale", "float scale=1.0"))
+    with pytest.raises(Exception) as caught:
+        codegen.load_project(str(corpus))
+    assert "op_plugin_overlay.yaml:4: npu_scaled_mask: field 'func': op_plugin_functions.yaml:" in str(caught.value)
+    assert "give the overlay entry the dialect entry's schema exactly" in str(caught.value)

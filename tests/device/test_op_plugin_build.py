@@ -2,7 +2,7 @@
 csrc/op_plugin_dialect/): the dialect corpus's generated units, compiled into an extension that
 links libtorch_simhpu as an operator package does, give official entries simulated ACLNN kernels
 (ATen's result, the rules checked at every call) and custom entries callable names with a clear
-error. Run in a child process: the registrations last for the process."""
+error, and an overlay in simhpu's own format gives one of them an implementation. Run in a child process: the registrations last for the process."""
 import os
 import shutil
 import subprocess
@@ -19,6 +19,10 @@ def test_official_entries_run_checked_and_custom_entries_name_their_kernel(tmp_p
     # gelu's rule now says float64: a wrong rule, which the call must report at its line.
     ops.write_text(ops.read_text().replace("        size: self\n        dtype: self\n      new_params",
                                            "        size: self\n        dtype: at::kDouble\n      new_params"))
+    # The overlay gives npu_plugged simhpu's implementation (a composite), in simhpu's own format.
+    (project / "op_plugin_overlay.yaml").write_text(
+        "backend: simhpu\nnamespace: npu\ncustom:\n"
+        "  - func: npu_plugged(Tensor self) -> Tensor\n    composite: \"self * 2\"\n")
     gelu_line = next(i for i, line in enumerate(ops.read_text().splitlines(), 1) if "- func: gelu(" in line)
     code = f"""
         import glob, os, torch, torch.utils.cpp_extension, torch_simhpu
@@ -30,8 +34,9 @@ def test_official_entries_run_checked_and_custom_entries_name_their_kernel(tmp_p
         write_tree(out, files)
         exec(files["python/torch_simhpu/_generated/op_plugin.py"], generated := {{}})
         torch.utils.cpp_extension.load(
-            "dialect_corpus", sorted(glob.glob(os.path.join(out, "csrc", "op_plugin_dialect", "*.cpp"))),
-            extra_include_paths=cpp_extension.include_paths(), is_python_module=False,
+            "dialect_corpus", sorted(s for s in glob.glob(os.path.join(out, "csrc", "**", "*.cpp"), recursive=True)
+                                     if not s.endswith("python_bindings.cpp")),
+            extra_include_paths=[*cpp_extension.include_paths(), os.path.join(out, "include")], is_python_module=False,
             extra_ldflags=[f"-L{{cpp_extension.library_paths()[0]}}", "-ltorch_simhpu"],
             build_directory={str(tmp_path)!r})
         kernels = torch_simhpu.op_plugin_kernels()
@@ -47,6 +52,7 @@ def test_official_entries_run_checked_and_custom_entries_name_their_kernel(tmp_p
         except NotImplementedError as e:
             print("custom:", e)
         print("usable:", torch.equal((x * 2).cpu(), x.cpu() * 2))
+        print("overlay:", torch.equal(torch.ops.npu.npu_plugged(x).cpu(), x.cpu() * 2))
         library = torch.library.Library("npu", "FRAGMENT")
         generated["register"](library)
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -65,4 +71,4 @@ def test_official_entries_run_checked_and_custom_entries_name_their_kernel(tmp_p
             "gives size [3, 5] and dtype Double, where ATen computes size [3, 5] and dtype Float") in out, out
     assert "custom: npu::npu_scaled_mask (op_plugin_functions.yaml:" in out
     assert "its ACLNN kernel aclnnScaledMask is torch_npu's" in out and "usable: True" in out
-    assert "fake: (4, 2) torch.float16" in out
+    assert "fake: (4, 2) torch.float16" in out and "overlay: True" in out
