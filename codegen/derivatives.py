@@ -75,16 +75,21 @@ def load_derivatives(path: str, project: Project, problems: Problems, root: str,
     """Operator name -> its derivative, for every valid entry of derivatives.yaml;
     formulas may call the helpers declared in `helpers_header`."""
     file = os.path.relpath(path, root)
-    found: dict[str, Derivative] = {}
     entries = load_yaml_file(path, file, problems, empty=LineList())
     if entries is None:
-        return found
+        return {}
     if not isinstance(entries, LineList):
         problems.add(file, getattr(entries, "line", 1), "(file)", "",
                      "expected a list of entries, each with 'name:' and formulas",
                      "write each entry as '- name: SCHEMA' followed by 'argument: formula' lines")
-        return found
+        return {}
+    return derivatives_of(entries, file, project, problems, helpers_header)
 
+
+def derivatives_of(entries: LineList, file: str, project: Project, problems: Problems,
+                   helpers_header: str) -> dict[str, Derivative]:
+    """Operator name -> its derivative, for every valid entry of `entries` (read from `file`)."""
+    found: dict[str, Derivative] = {}
     ops = {op.name: op for op in project.ops}
     functions = _native_functions(project)
     by_signature = defaultdict(list)

@@ -123,6 +123,7 @@ class DialectReport:
     marks: int = 0  # symint and autograd entries marking an operator declared in another section
     gone: dict = field(default_factory=dict)  # type name -> entries whose schema uses a type this torch lacks
     derivatives: int = 0  # derivatives.yaml entries for this version
+    derivative_entries: object = None  # those entries (a LineList), as simhpu's own derivatives.yaml holds them
     derivatives_skipped: int = 0
 
     def summary(self) -> str:
@@ -442,12 +443,15 @@ def _resolve_inheritance(report: DialectReport, rejected: set, file: str, proble
         report.entries[index] = dataclasses.replace(e, gen_opapi=inherited)
 
 
-def load_dialect_derivatives(path: str, file: str, report: DialectReport, problems: Problems) -> None:
+def load_dialect_derivatives(path: str, file: str, report: DialectReport, problems: Problems) -> LineList:
     """derivatives.yaml in the dialect: torchgen's format with a `version:` field; counts the
-    entries for the installed torch and checks their versions and names."""
+    entries for the installed torch, checks their versions and names, and returns those entries
+    without their `version:` (as simhpu's own derivatives.yaml would hold them)."""
+    selected = LineList()
+    selected.line, selected.item_lines = 1, []
     loaded = load_yaml_file(path, file, problems, empty=LineDict())
     if loaded is None:
-        return
+        return selected
     doc = loaded.get("backward") if isinstance(loaded, LineDict) else None
     if isinstance(loaded, LineDict):
         for key in loaded:
@@ -458,7 +462,7 @@ def load_dialect_derivatives(path: str, file: str, report: DialectReport, proble
         problems.add(file, getattr(loaded, "line", 1), "(file)", "backward",
                      "expected 'backward:' with a list of entries, each with 'name:'",
                      "write 'backward:' and under it each entry as '- name: SCHEMA' with its formulas")
-        return
+        return selected
     spec = _VersionSpec(report.all_versions)
     for index, entry in enumerate(doc):
         line = doc.line_at(index)
@@ -483,3 +487,8 @@ def load_dialect_derivatives(path: str, file: str, report: DialectReport, proble
                          "write the schema of the operator the formulas differentiate")
             continue
         report.derivatives += 1
+        formulas = LineDict((k, v) for k, v in entry.items() if k != "version")
+        formulas.line, formulas.key_lines = entry.line, entry.key_lines
+        selected.append(formulas)
+        selected.item_lines.append(line)
+    return selected

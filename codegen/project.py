@@ -5,7 +5,7 @@ import dataclasses
 import os
 
 from .cpp_expr import ExpressionError, Parsed, Scope, formula_helpers, parse
-from .derivatives import load_derivatives
+from .derivatives import derivatives_of, load_derivatives
 from .emit import render, write_tree
 from .errors import CodegenError, Problems  # noqa: F401  (CodegenError: what load_project raises)
 from .model import OP_PLUGIN_REGISTRATION, Project, load_ops, registered_names
@@ -35,8 +35,11 @@ def load_project(root: str, target: Target | None = None) -> Project:
     return project
 
 
-def _load_own(root: str, target: Target, ops_file: str, derivatives_file: str | None, problems: Problems) -> Project:
-    """An ops file in simhpu's own format (and its derivatives file), every operator assembled once."""
+def _load_own(root: str, target: Target, ops_file: str, derivatives_file: str | None, problems: Problems,
+              dialect_derivatives=None) -> Project:
+    """An ops file in simhpu's own format (and its derivatives file), every operator assembled once. An
+    overlay of a dialect file takes its derivatives from the dialect's derivatives.yaml instead: the
+    entries (selected for this torch) that name its custom operators."""
     kernels = registered_names(os.path.join(root, KERNEL_DIR))
     op_plugins = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
     stub_kernels = registered_names(os.path.join(root, KERNEL_DIR), STUB_KERNEL_REGISTRATION)
@@ -44,8 +47,14 @@ def _load_own(root: str, target: Target, ops_file: str, derivatives_file: str | 
     # Both files are checked in one run whatever the other holds: derivative
     # entries of operators whose declaration has problems are skipped, not reported.
     composites = _resolve_composites(target, declared, problems)
-    derivatives = (load_derivatives(os.path.join(root, derivatives_file), declared, problems, root,
-                                    target.formula_helpers_header) if derivatives_file else {})
+    if derivatives_file:
+        derivatives = load_derivatives(os.path.join(root, derivatives_file), declared, problems, root,
+                                       target.formula_helpers_header)
+    elif dialect_derivatives:
+        derivatives = derivatives_of(_naming(dialect_derivatives, {op.name for op in declared.custom_ops}),
+                                     DERIVATIVES_YAML, declared, problems, target.formula_helpers_header)
+    else:
+        derivatives = {}
     if problems.items:
         return declared
     ops = []
@@ -78,10 +87,10 @@ def _load_dialect(root: str, target: Target) -> Project | None:
                      "build the dialect file as torch_simhpu's own YAML, or declare the package's operators in "
                      "simhpu's format")
     project = translate(report, problems, target).project
-    overlay = (_load_own(root, target, OVERLAY_YAML, None, problems)
+    overlay = (_load_own(root, target, OVERLAY_YAML, None, problems, report.derivative_entries)
                if os.path.isfile(os.path.join(root, OVERLAY_YAML)) else None)
-    problems.raise_if_any()
     if overlay is None:
+        problems.raise_if_any()
         adapters = registered_names(os.path.join(root, OP_PLUGIN_DIR), OP_PLUGIN_REGISTRATION)
         return dataclasses.replace(project, adapter_names=tuple(sorted(adapters)),
                                    kernel_names=tuple(sorted(registered_names(os.path.join(root, KERNEL_DIR)))))
@@ -98,6 +107,19 @@ def _load_dialect(root: str, target: Target) -> Project | None:
     return dataclasses.replace(overlay, ops=ops, rejected=project.rejected | overlay.rejected)
 
 
+def _naming(entries, names: set):
+    """The derivative entries whose schema names one of `names`, lines kept."""
+    from .yaml_loader import LineList
+
+    chosen = LineList()
+    chosen.line, chosen.item_lines = entries.line, []
+    for index, entry in enumerate(entries):
+        if str(entry.get("name", "")).split("(")[0].strip() in names:
+            chosen.append(entry)
+            chosen.item_lines.append(entries.line_at(index))
+    return chosen
+
+
 def load_dialect_project(root: str):
     """The op-plugin dialect's report when the root's ops file is written in it (codegen/op_plugin_dialect.py),
     else None; raises CodegenError listing every problem of a dialect file."""
@@ -110,7 +132,8 @@ def load_dialect_project(root: str):
         return None
     report = load_dialect(doc, OPS_YAML, problems)
     if report.all_versions and os.path.isfile(os.path.join(root, DERIVATIVES_YAML)):
-        load_dialect_derivatives(os.path.join(root, DERIVATIVES_YAML), DERIVATIVES_YAML, report, problems)
+        report.derivative_entries = load_dialect_derivatives(os.path.join(root, DERIVATIVES_YAML), DERIVATIVES_YAML,
+                                                             report, problems)
     problems.raise_if_any()
     return report
 

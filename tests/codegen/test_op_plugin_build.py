@@ -134,6 +134,15 @@ def test_an_overlay_gives_a_dialect_operator_simhpus_implementation(codegen, emi
     assert "npu_scaled_mask" not in units  # no second definition of the operator
 
 
+def test_an_overlay_operator_takes_its_derivative_from_the_dialects_derivatives_yaml(codegen, corpus):
+    (corpus / "op_plugin_overlay.yaml").write_text(OVERLAY.replace('composite: "x * mask * scale"',
+                                                                   "elementwise: x * mask * scale\n    dtypes: [float32]"))
+    ops = {op.name: op for op in codegen.load_project(str(corpus)).ops}
+    derivative = ops["npu_scaled_mask"].derivative
+    assert derivative is not None and "npu_scaled_mask" in derivative.derivatives[0].formula
+    assert ops["npu_scaled_mask"].npu_calls == {"npu_scaled_mask"}
+
+
 def test_an_overlay_entry_with_another_schema_is_a_problem_at_its_line(codegen, corpus):
     (corpus / "op_plugin_overlay.yaml").write_text(OVERLAY.replace("float scale", "float scale=1.0"))
     with pytest.raises(Exception) as caught:

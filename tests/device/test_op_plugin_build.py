@@ -19,10 +19,14 @@ def test_official_entries_run_checked_and_custom_entries_name_their_kernel(tmp_p
     # gelu's rule now says float64: a wrong rule, which the call must report at its line.
     ops.write_text(ops.read_text().replace("        size: self\n        dtype: self\n      new_params",
                                            "        size: self\n        dtype: at::kDouble\n      new_params"))
-    # The overlay gives npu_plugged simhpu's implementation (a composite), in simhpu's own format.
+    # The overlay gives npu_plugged simhpu's implementation (a kernel codegen writes), in simhpu's own
+    # format; its derivative comes from the dialect's derivatives.yaml, as op-plugin's would.
     (project / "op_plugin_overlay.yaml").write_text(
         "backend: simhpu\nnamespace: npu\ncustom:\n"
-        "  - func: npu_plugged(Tensor self) -> Tensor\n    composite: \"self * 2\"\n")
+        "  - func: npu_plugged(Tensor self) -> Tensor\n    elementwise: self * 2\n    dtypes: [float32, float64]\n")
+    derivatives = project / "derivatives.yaml"
+    derivatives.write_text(derivatives.read_text() + "\n- name: npu_plugged(Tensor self) -> Tensor\n"
+                           "  self: grad * 2\n  version: all_version\n")
     gelu_line = next(i for i, line in enumerate(ops.read_text().splitlines(), 1) if "- func: gelu(" in line)
     code = f"""
         import glob, os, torch, torch.utils.cpp_extension, torch_simhpu
@@ -33,9 +37,15 @@ def test_official_entries_run_checked_and_custom_entries_name_their_kernel(tmp_p
         files = render(load_project({str(project)!r}))
         write_tree(out, files)
         exec(files["python/torch_simhpu/_generated/op_plugin.py"], generated := {{}})
+        # One folder of sources, each named after its path (cpp_extension names objects by file name).
+        os.makedirs(os.path.join(out, "flat"), exist_ok=True)
+        sources = []
+        for rel in sorted(r for r in files if r.startswith("csrc/") and r.endswith(".cpp") and "python_bindings" not in r):
+            sources.append(os.path.join(out, "flat", rel.replace("/", "_")))
+            with open(sources[-1], "w") as f:
+                f.write(files[rel])
         torch.utils.cpp_extension.load(
-            "dialect_corpus", sorted(s for s in glob.glob(os.path.join(out, "csrc", "**", "*.cpp"), recursive=True)
-                                     if not s.endswith("python_bindings.cpp")),
+            "dialect_corpus", sources,
             extra_include_paths=[*cpp_extension.include_paths(), os.path.join(out, "include")], is_python_module=False,
             extra_ldflags=[f"-L{{cpp_extension.library_paths()[0]}}", "-ltorch_simhpu"],
             build_directory={str(tmp_path)!r})
@@ -53,6 +63,8 @@ def test_official_entries_run_checked_and_custom_entries_name_their_kernel(tmp_p
             print("custom:", e)
         print("usable:", torch.equal((x * 2).cpu(), x.cpu() * 2))
         print("overlay:", torch.equal(torch.ops.npu.npu_plugged(x).cpu(), x.cpu() * 2))
+        leaf = torch.randn(4, dtype=torch.float64, device="simhpu", requires_grad=True)
+        print("gradcheck:", torch.autograd.gradcheck(torch.ops.npu.npu_plugged, (leaf,)))
         library = torch.library.Library("npu", "FRAGMENT")
         generated["register"](library)
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -71,4 +83,4 @@ def test_official_entries_run_checked_and_custom_entries_name_their_kernel(tmp_p
             "gives size [3, 5] and dtype Double, where ATen computes size [3, 5] and dtype Float") in out, out
     assert "custom: npu::npu_scaled_mask (op_plugin_functions.yaml:" in out
     assert "its ACLNN kernel aclnnScaledMask is torch_npu's" in out and "usable: True" in out
-    assert "fake: (4, 2) torch.float16" in out and "overlay: True" in out
+    assert "fake: (4, 2) torch.float16" in out and "overlay: True" in out and "gradcheck: True" in out
