@@ -39,9 +39,18 @@ from torch_simhpu.device import current_device, device_count, is_available, set_
 
 _device_registration.register()
 
-from torch_simhpu import _inductor  # noqa: E402
+from torch_simhpu._after_import import after_import  # noqa: E402
 
-_inductor.register()
+
+def _register_graph_mode() -> None:
+    """The device with Dynamo and Inductor, once torch._dynamo is imported (torch.compile imports it):
+    importing them with torch_simhpu would cost every `import torch` a second."""
+    from torch_simhpu import _inductor
+
+    _inductor.register()
+
+
+after_import("torch._dynamo", _register_graph_mode)
 
 from torch_simhpu import _pytorch_gaps  # noqa: E402
 
@@ -57,7 +66,7 @@ from torch_simhpu._generated import PYTHON_FUNCTIONS as _PYTHON_FUNCTIONS  # noq
 
 for _name in _PYTHON_FUNCTIONS:
     globals()[_name] = getattr(_C, _name)
-_compile.register(_C)
+after_import("torch._dynamo", lambda: _compile.register(_C))  # what Dynamo traces the bindings as
 
 # A wheel built from op-plugin's own YAML (README, "op-plugin's own YAML"): its custom operators'
 # names, and their fake kernels from the gen_opapi rules.

@@ -1,9 +1,11 @@
 """torch.simhpu: the device module, shaped like torch.cuda."""
 from __future__ import annotations
 
+import sys
+
 import torch
 
-from torch_simhpu import _C
+from torch_simhpu import _C, _after_import
 from torch_simhpu import chaos  # noqa: F401  (torch.simhpu.chaos)
 from torch_simhpu import graphs  # noqa: F401  (torch.simhpu.graphs)
 from torch_simhpu import streams  # noqa: F401  (torch.simhpu.streams)
@@ -220,6 +222,22 @@ def _default_generator(device=None) -> torch.Generator:
     return _C._default_generator(_index(device))
 
 
+_NOT_TRACED: list[str] = []
+
+
+def _not_traced(fn):
+    """Marks a function Dynamo is not to trace (torch.compiler.disable), once torch._dynamo is imported:
+    importing it here would cost every `import torch` a second (torch_simhpu/_after_import.py)."""
+    _NOT_TRACED.append(fn.__name__)
+    return fn
+
+
+def _disable_tracing() -> None:
+    module = sys.modules[__name__]
+    for name in _NOT_TRACED:
+        setattr(module, name, torch.compiler.disable(getattr(module, name)))
+
+
 def __getattr__(name: str):
     # default_generators is computed on first use: the device count is known once the runtime is.
     if name == "default_generators":
@@ -227,27 +245,27 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'torch.simhpu' has no attribute {name!r}")
 
 
-@torch.compiler.disable
+@_not_traced
 def manual_seed(seed: int) -> None:
     """Seed the current device's generator."""
     _default_generator().manual_seed(int(seed))
 
 
 # torch.manual_seed calls this for every registered device type.
-@torch.compiler.disable
+@_not_traced
 def manual_seed_all(seed: int) -> None:
     """Seed every device's generator with `seed`."""
     for index in range(device_count()):
         _default_generator(index).manual_seed(int(seed))
 
 
-@torch.compiler.disable
+@_not_traced
 def seed() -> None:
     """Seed the current device's generator with a non-deterministic random number."""
     _default_generator().seed()
 
 
-@torch.compiler.disable
+@_not_traced
 def seed_all() -> None:
     """Seed every device's generator with one non-deterministic random number."""
     random_seed = _default_generator().seed()
@@ -255,31 +273,31 @@ def seed_all() -> None:
         _default_generator(index).manual_seed(random_seed)
 
 
-@torch.compiler.disable
+@_not_traced
 def initial_seed() -> int:
     """The seed the current device's generator was last seeded with."""
     return _default_generator().initial_seed()
 
 
-@torch.compiler.disable
+@_not_traced
 def get_rng_state(device=None) -> torch.Tensor:
     """The device generator's state, as a CPU uint8 tensor (for set_rng_state)."""
     return _default_generator(device).get_state()
 
 
-@torch.compiler.disable
+@_not_traced
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
     """Restore the device generator's state from get_rng_state()'s tensor."""
     _default_generator(device).set_state(new_state)
 
 
-@torch.compiler.disable
+@_not_traced
 def get_rng_state_all() -> list:
     """Every device generator's state, by device index."""
     return [get_rng_state(i) for i in range(device_count())]
 
 
-@torch.compiler.disable
+@_not_traced
 def set_rng_state_all(new_states) -> None:
     """Restore every device generator's state from get_rng_state_all()'s list."""
     for index, state in enumerate(new_states):
@@ -329,3 +347,6 @@ class device_of(device):  # noqa: N801 - the name torch.cuda uses
         if self.index == -1:
             return False
         return super().__exit__(*exc)
+
+
+_after_import.after_import("torch._dynamo", _disable_tracing)
