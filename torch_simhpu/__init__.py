@@ -34,6 +34,7 @@ from torch_simhpu import _C  # noqa: E402
 from torch_simhpu import _device_registration
 from torch_simhpu import device
 from torch_simhpu import library  # noqa: F401  (torch_simhpu.library.register_user_custom_op)
+from torch_simhpu.collect_env import collect_env  # noqa: E402,F401  (python -m torch_simhpu)
 from torch_simhpu.op_plugin import load_op_plugin, op_plugin_kernels  # noqa: F401  (op-plugin's own YAML)
 from torch_simhpu.device import current_device, device_count, is_available, set_device, synchronize
 
@@ -83,4 +84,4 @@ if _op_plugin_ops.FAKE_RULES:
 
 
 __all__ = ["device", "is_available", "device_count", "current_device", "set_device", "synchronize",
-           "load_op_plugin", "op_plugin_kernels", *_PYTHON_FUNCTIONS, *_OP_PLUGIN_FUNCTIONS]
+           "load_op_plugin", "op_plugin_kernels", "collect_env", *_PYTHON_FUNCTIONS, *_OP_PLUGIN_FUNCTIONS]
