@@ -57,7 +57,7 @@ def edit_one_entry(tree: str) -> None:
 
 
 def add_an_op(tree: str) -> None:
-    """README's "Add your own op", by the scaffold: a kernel file, an entry and its backward."""
+    """docs/own_ops.md's "Add your own op", by the scaffold: a kernel file, an entry and its backward."""
     subprocess.run([sys.executable, "-m", "codegen", "new-op", "npu_bench_added"], cwd=tree, check=True,
                    capture_output=True)
 

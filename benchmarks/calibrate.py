@@ -2,7 +2,7 @@
 
     python benchmarks/calibrate.py              # fit, check the shipped profiles, print the validation table
     python benchmarks/calibrate.py --write      # ... and write the fitted constants into the shipped profiles
-    python benchmarks/calibrate.py --markdown   # the validation table as README prints it
+    python benchmarks/calibrate.py --markdown   # the validation table as docs/simulated_time.md prints it
 
 The measurements are benchmarks/published.json, each with its source. A calibration row
 names one constant (`fits`, a path in a profile) and the measurement it is set from: the

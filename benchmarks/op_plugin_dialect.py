@@ -1,4 +1,4 @@
-"""The figures README gives for op-plugin's own YAML, on a file of that dialect (Ascend's
+"""The figures docs/yaml.md gives for op-plugin's own YAML, on a file of that dialect (Ascend's
 op_plugin/config/op_plugin_functions.yaml, which this repository does not hold):
 
     python benchmarks/op_plugin_dialect.py PATH/op_plugin_functions.yaml

@@ -16,7 +16,7 @@ run ("priced"). The all_reduce row is the fabric model's figure for two devices.
 With --device cuda the script runs the same loops on the GPU (torch.cuda
 events, after warm-up) and prints measured, predicted and the error. Without a
 GPU it prints the published reference points for the H100-class profile next
-to the prediction instead (see issue 26 and README, "Simulated time").
+to the prediction instead (see issue 26 and docs/simulated_time.md).
 
 The last rows are the cost of simulating: a 1-element launch and the tiny GPT-2
 eager step with simulated time off against on, in alternating rounds.

@@ -69,7 +69,7 @@ for _name in _PYTHON_FUNCTIONS:
     globals()[_name] = getattr(_C, _name)
 after_import("torch._dynamo", lambda: _compile.register(_C))  # what Dynamo traces the bindings as
 
-# A wheel built from op-plugin's own YAML (README, "op-plugin's own YAML"): its custom operators'
+# A wheel built from op-plugin's own YAML (docs/yaml.md): its custom operators'
 # names, and their fake kernels from the gen_opapi rules.
 from torch_simhpu._generated import op_plugin as _op_plugin_ops  # noqa: E402
 

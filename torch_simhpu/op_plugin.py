@@ -65,7 +65,7 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_
     doc = load_yaml_file(path, path, problems, empty=LineDict())
     if doc is not None and not is_dialect(doc):
         raise ValueError(f"load_op_plugin: {path} is not in op-plugin's dialect (it has no all_version:); "
-                         "simhpu's own YAML is built into a wheel instead (README, 'Add your own op')")
+                         "simhpu's own YAML is built into a wheel instead (docs/own_ops.md)")
     report = load_dialect(doc, path, problems) if doc is not None else None
     problems.raise_if_any()
     loaded = LoadedOpPlugin(path, report.version)
@@ -117,7 +117,7 @@ def _missing_kernel(qualname: str, kernel: str | None, path: str, line: int):
     def missing(*args, **kwargs):
         raise NotImplementedError(
             f"{qualname} ({path}:{line}): {what} is torch_npu's, and simhpu has none. Provide one: declare "
-            f"the operator in simhpu's own YAML with an exec: kernel (README, 'Add your own op'), or register "
+            f"the operator in simhpu's own YAML with an exec: kernel (docs/own_ops.md), or register "
             f"a device kernel at run time with torch_simhpu.library.register_user_custom_op")
     return missing
 

@@ -134,7 +134,7 @@ void unprovided_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, qualified(op.operator_name()), where, ": ", kernel,
                               " is torch_npu's, and simhpu has none. Provide one: give the operator an entry in "
                               "op_plugin_overlay.yaml beside the dialect file (simhpu's own format: exec:, composite: "
-                              "or adapter:; README, 'op-plugin's own YAML'), or register a device kernel at run time "
+                              "or adapter:; docs/yaml.md, 'Building a wheel from op-plugin's own YAML'), or register a device kernel at run time "
                               "with torch_simhpu.library.register_user_custom_op");
 }
 

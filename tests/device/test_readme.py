@@ -1,5 +1,5 @@
-"""README's Python snippets run as written: each one alone, in a fresh
-interpreter outside the source tree, as a newcomer would paste it.
+"""The Python snippets of README.md and of the docs/ pages run as written: each one alone,
+in a fresh interpreter outside the source tree, as a newcomer would paste it.
 
 A snippet may be preceded by an HTML comment that says how README means it:
 
@@ -18,19 +18,27 @@ import pytest
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(REPOSITORY, "README.md")
+DOCS = os.path.join(REPOSITORY, "docs")
+PAGES = [README] + sorted(os.path.join(DOCS, n) for n in os.listdir(DOCS) if n.endswith(".md"))
 BLOCK = re.compile(r"^(?:<!-- readme-test: (?P<how>[^\n]*?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)^```", re.M | re.S)
 
 
 def snippets():
-    text = open(README).read()
+    for page in PAGES:
+        yield from _snippets(page)
+
+
+def _snippets(page):
+    name = os.path.relpath(page, REPOSITORY)
+    text = open(page).read()
     blocks = [(text.count("\n", 0, m.start("code")) + 1, m["lang"], m["how"] or "", m["code"])
               for m in BLOCK.finditer(text)]
     for index, (line, lang, how, code) in enumerate(blocks):
         if lang != "python":
             continue
         following = blocks[index + 1][3] if index + 1 < len(blocks) else ""
-        skipped = [pytest.mark.skip(reason=f"README.md:{line} {how}")] if how.startswith("skip") else []
-        yield pytest.param(how, code, following, id=f"README.md:{line}", marks=skipped)
+        skipped = [pytest.mark.skip(reason=f"{name}:{line} {how}")] if how.startswith("skip") else []
+        yield pytest.param(how, code, following, id=f"{name}:{line}", marks=skipped)
 
 
 def words(text: str) -> str:
@@ -58,5 +66,5 @@ def test_readme_snippet_runs_as_written(how, code, following, tmp_path):
 
 def test_every_python_snippet_of_readme_is_collected():
     # A fence README writes otherwise (```py, indented) would escape the test above.
-    text = open(README).read()
-    assert len(re.findall(r"^```python$", text, re.M)) == len(list(snippets())) >= 9
+    fences = sum(len(re.findall(r"^```python$", open(page).read(), re.M)) for page in PAGES)
+    assert fences == len(list(snippets())) >= 14
