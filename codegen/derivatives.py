@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -30,12 +31,32 @@ SPECIAL_KEYS = {"name", "output_differentiability", "result"}
 KEYWORD_FORMULAS = {None: ("non_differentiable",), "result": ("auto_element_wise", "auto_linear")}
 
 
-def _native_functions(project: Project):
-    """torchgen NativeFunctions for the custom ops, as if from native_functions.yaml."""
-    entries = [{"func": str(op.schema), "__line__": op.line} for op in project.custom_ops]
-    # The path is only torchgen's cache key; make it unique to this op set.
-    key = "simhpu-ops-" + hashlib.sha1(repr(entries).encode()).hexdigest()
-    return parse_native_yaml(key, TAGS_YAML, loaded_yaml=entries, skip_native_fns_gen=True).native_functions
+_UNTAGGED = re.compile(r"nondeterministic_seeded tag missing for (\S+)")
+
+
+def _native_functions(project: Project, problems: Problems):
+    """torchgen NativeFunctions for the custom ops, as if from native_functions.yaml. torchgen takes
+    an operator named like a random one (rand, dropout, a Generator argument) to draw random numbers,
+    and refuses it without the nondeterministic_seeded tag: that is a problem at the entry's line."""
+    ops = list(project.custom_ops)
+    while True:
+        entries = [{"func": str(op.schema), "__line__": op.line, **({"tags": list(op.tags)} if op.tags else {})}
+                   for op in ops]
+        # The path is only torchgen's cache key; make it unique to this op set.
+        key = "simhpu-ops-" + hashlib.sha1(repr(entries).encode()).hexdigest()
+        try:
+            return parse_native_yaml(key, TAGS_YAML, loaded_yaml=entries, skip_native_fns_gen=True).native_functions
+        except AssertionError as e:
+            untagged = _UNTAGGED.search(str(e))
+            op = next((o for o in ops if untagged and o.name == untagged.group(1)), None)
+            if op is None:
+                raise
+            problems.add(op.file, op.line, op.name, "tags",
+                         "its name or arguments say it draws random numbers (rand, dropout or a Generator), and "
+                         "PyTorch's autograd code generator requires such an operator to be tagged",
+                         "add 'tags: [nondeterministic_seeded]' to the entry, or rename what says so if it is "
+                         "not random")
+            ops.remove(op)
 
 
 def formula_values(op) -> set[str]:
@@ -91,7 +112,7 @@ def derivatives_of(entries: LineList, file: str, project: Project, problems: Pro
     """Operator name -> its derivative, for every valid entry of `entries` (read from `file`)."""
     found: dict[str, Derivative] = {}
     ops = {op.name: op for op in project.ops}
-    functions = _native_functions(project)
+    functions = _native_functions(project, problems)
     by_signature = defaultdict(list)
     by_schema = {}
     for fn in functions:

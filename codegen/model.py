@@ -21,7 +21,7 @@ from .reference import check_reference, check_samples
 from .stubs import load_stub_entry
 
 ENTRY_KEYS = {"func", "exec", "elementwise", "composite", "adapter", "out", "dtypes", "checks", "contiguous",
-              "variants", "deprecated", "doc", "reference", "samples", "cost"}
+              "variants", "deprecated", "doc", "reference", "samples", "cost", "tags"}
 # What implements the op: exactly one of these.
 IMPLEMENTATIONS = ("exec", "elementwise", "composite", "adapter")
 # Further fields each implementation needs.
@@ -318,6 +318,7 @@ class _EntryLoader:
         variants = self._variants(schema, outputs, variant_names)
         reference, samples = self._reference()
         cost = self._cost(implementation)
+        tags = self._tags()
 
         if len(self.problems.items) != errors_before:
             return None
@@ -327,7 +328,33 @@ class _EntryLoader:
                         composite=composite.strip() if composite is not None else None,
                         adapter=adapter, variants=variants, deprecated=deprecated,
                         composite_line=entry.line_of("composite"), reference=reference, samples=samples,
-                        cost=cost)
+                        cost=cost, tags=tags)
+
+    def _tags(self) -> tuple[str, ...]:
+        """`tags:` — schema tags of a custom operator (torch.Tag names, as native_functions.yaml's)."""
+        tags = self.entry.get("tags")
+        if tags is None:
+            return ()
+        tags = [tags] if isinstance(tags, str) else tags
+        if self.kind != "custom":
+            self.bad("tags", "an official operator carries aten's own tags", "remove 'tags:'")
+            return ()
+        import torch
+
+        known = sorted(torch.Tag.__members__)
+        if not isinstance(tags, list) or not tags:
+            self.bad("tags", f"expected a list of tag names, got {printable_label(tags)}",
+                     "e.g. tags: [nondeterministic_seeded]")
+            return ()
+        for tag in tags:
+            if not isinstance(tag, str) or tag not in known:
+                self.bad("tags", f"{printable_label(tag)} is not a tag of this torch (torch.Tag)",
+                         did_you_mean(str(tag), known) or f"use one of {', '.join(known)}")
+                return ()
+        if len(set(tags)) != len(tags):
+            self.bad("tags", "a tag is listed twice", "list each tag once")
+            return ()
+        return tuple(tags)
 
     def _dtypes_fit_kernel(self, kernel: str, dtypes: list[str]) -> None:
         """A dtype the kernel's dispatch macro does not instantiate would build, then fail when called."""
