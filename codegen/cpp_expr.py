@@ -25,6 +25,7 @@ methods in MEMBERS. Strings are short messages (not_implemented("...")).
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ class Scope:
     lengths: tuple = ()  # (name, length) of the fixed-size arrays it may index (grad_input_mask, grads)
     members: frozenset = MEMBERS  # the tensor methods it may call
     calls: bool = True  # whether it may call functions (operators, helpers) at all
+    symint_values: frozenset = frozenset()  # values that are SymInt or SymInt[] (ATen calls then take X_symint)
 
 
 @dataclass
@@ -89,9 +91,51 @@ def formula_helpers(path: str) -> set[str]:
     return set(re.findall(r"[\w>&*]\s+(\w+)\s*\(", code))
 
 
+# Tensor methods whose results are SymInts (a call they are passed to takes its X_symint form).
+SYMINT_MEMBERS = frozenset({"sym_sizes", "sym_size", "sym_numel", "sym_strides"})
+
+
+@functools.lru_cache(maxsize=None)
+def _declared_functions(header: str) -> frozenset:
+    """The at:: functions an ATen/ops header declares (a method-only operator's declares none)."""
+    try:
+        with open(os.path.join(_ATEN_OPS_DIR, f"{header}.h")) as f:
+            return frozenset(re.findall(r"^inline [^(]*?\b(\w+)\(", f.read(), re.M))
+    except OSError:
+        return frozenset()
+
+
+def aten_header(name: str) -> str | None:
+    """The ATen/ops header (without .h) declaring the function at::NAME, or None: ATen names an
+    operator's header without its underscores (__and__ is in and.h) and a _symint form in its
+    operator's; a header that exists but declares no such function (a method-only operator, or
+    C++'s `and`) is not one."""
+    if re.fullmatch(r"[a-z_][a-z0-9_]*", name) is None:
+        return None
+    base = name.removesuffix("_symint")
+    for header in dict.fromkeys((base, base.strip("_"))):
+        if name in _declared_functions(header):
+            return header
+    return None
+
+
+def symint_arguments(schema) -> frozenset:
+    """The names of a schema's SymInt and SymInt[] arguments."""
+    return frozenset(a.name for a in schema.arguments.flat_all if str(a.type).startswith("SymInt"))
+
+
+def _declared_instead(name: str) -> str:
+    """What ATen's header of that name declares instead (ATen/ops/and.h: __and__), or that it is a method."""
+    for header in dict.fromkeys((name, name.strip("_"))):
+        if re.fullmatch(r"[a-z_][a-z0-9_]*", header) and os.path.exists(os.path.join(_ATEN_OPS_DIR, f"{header}.h")):
+            functions = sorted(f for f in _declared_functions(header) if not f.endswith(("_out", "_outf")))
+            return (f" (ATen/ops/{header}.h declares {', '.join(functions)})" if functions
+                    else " (ATen has it as a Tensor method only: call it as a method, or use another operator)")
+    return ""
+
+
 def aten_op_exists(name: str) -> bool:
-    return re.fullmatch(r"[a-z_][a-z0-9_]*", name) is not None and os.path.exists(
-        os.path.join(_ATEN_OPS_DIR, f"{name}.h"))
+    return aten_header(name) is not None
 
 
 def parse(text, scope: Scope) -> Parsed:
@@ -129,7 +173,7 @@ class _Parser:
         self.tokens, self.position, self.scope, self.depth = tokens, 0, scope, 0
         self.aten_calls: set[str] = set()
         self.npu_calls: set[str] = set()
-
+        self.symint = False  # whether the value just parsed involves a SymInt
     def peek(self, ahead: int = 0) -> str | None:
         index = self.position + ahead
         return self.tokens[index][1] if index < len(self.tokens) else None
@@ -197,6 +241,7 @@ class _Parser:
                     raise ExpressionError(f"'.{member}' is not a tensor method an expression may call "
                                           f"(allowed: {', '.join(sorted(self.scope.members))})")
                 text = f"{text}.{member}({self.arguments()})"
+                self.symint = self.symint or member in SYMINT_MEMBERS
             else:
                 index = self.integer("an index")
                 self.take("]")
@@ -254,8 +299,15 @@ class _Parser:
         if self.peek() == "::":
             return self.qualified(token)
         if self.peek() == "(":
-            return f"{self.callee(token)}({self.arguments()})"
+            callee = self.callee(token)
+            if callee is None:
+                return self.aten_call(token, qualified=False)
+            outer = self.symint  # what an npu_* operator or a helper is passed stays inside its call
+            arguments = self.arguments()
+            self.symint = outer
+            return f"{callee}({arguments})"
         if token in self.scope.values or token in _LITERALS:
+            self.symint = self.symint or token in self.scope.symint_values
             return token
         known = ", ".join(sorted(self.scope.values))
         raise ExpressionError(f"uses '{token}', which is not defined here (known: {known})")
@@ -265,9 +317,8 @@ class _Parser:
         name = self.take()
         if head == "at" and self.peek() == "(":
             if not aten_op_exists(name):
-                raise ExpressionError(f"calls 'at::{name}', which is not an aten operator")
-            self.aten_calls.add(name)
-            return f"at::{name}({self.arguments()})"
+                raise ExpressionError(f"calls 'at::{name}', which is not an aten operator function" + _declared_instead(name))
+            return self.aten_call(name, qualified=True)
         if head == "std" and name == "get":
             self.take("<")
             index = self.integer("a tuple index")
@@ -276,14 +327,27 @@ class _Parser:
         raise ExpressionError(f"'{head}::{name}' is not allowed; qualified names are limited to "
                               "at::OPERATOR(...) and std::get<N>(...)")
 
-    def callee(self, name: str) -> str:
+    def aten_call(self, name: str, qualified: bool) -> str:
+        """at::NAME(arguments), or at::NAME_symint(...) when a SymInt is passed: ATen's plain form takes
+        int64_t where the schema says SymInt."""
+        outer, self.symint = self.symint, False
+        arguments = self.arguments()
+        if self.symint:
+            if f"{name}_symint" not in _declared_functions(aten_header(name)):
+                raise ExpressionError(f"passes a SymInt to 'at::{name}', which takes plain integers (there is no "
+                                      f"at::{name}_symint): declare the argument int, not SymInt")
+            name = f"{name}_symint"
+        self.symint = outer
+        self.aten_calls.add(name)
+        return f"{'at::' if qualified else ''}{name}({arguments})"
+
+    def callee(self, name: str) -> str | None:
         if name in self.scope.npu_ops:
             self.npu_calls.add(name)
             return name
         if name in self.scope.helpers:
             return name
         if aten_op_exists(name):
-            self.aten_calls.add(name)
-            return name
+            return None  # an aten operator: primary renders the call (aten_call)
         raise ExpressionError(f"calls '{name}', which is neither an npu_* operator, a helper in "
                               f"{FORMULA_HELPERS_HEADER}, nor an aten operator")

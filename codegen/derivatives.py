@@ -18,7 +18,7 @@ from torchgen.gen import parse_native_yaml
 from torchgen.model import FunctionSchema
 from torchgen.packaged.autograd.load_derivatives import create_differentiability_info
 
-from .cpp_expr import ExpressionError, Scope, formula_helpers, parse
+from .cpp_expr import ExpressionError, Scope, formula_helpers, parse, symint_arguments
 from .errors import Problems, did_you_mean
 from .model import Project, output_names
 from .names import printable_label
@@ -164,7 +164,7 @@ def derivatives_of(entries: LineList, file: str, project: Project, problems: Pro
         formulas = {}
         calls: set[str] = set()
         npu_calls: set[str] = set()
-        scope = Scope(frozenset(formula_values(op)), npu_ops, helpers)
+        scope = Scope(frozenset(formula_values(op)), npu_ops, helpers, symint_values=symint_arguments(op.schema))
         for key in entry:
             if key in SPECIAL_KEYS - {"result"}:
                 continue

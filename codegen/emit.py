@@ -12,6 +12,7 @@ import tempfile
 import jinja2
 
 from .api import op_view
+from .cpp_expr import aten_header
 from .cpp_lines import wrap_cpp
 from .dest import adapters, autograd, kernels, op_plugin, python, registrations, stubs
 from .model import DIALECT_IMPLEMENTATIONS, Project
@@ -76,6 +77,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["cpp_string"] = cpp_string
     env.filters["py_docstring"] = py_docstring
+    env.filters["aten_header"] = aten_header
     return env
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from .cpp_expr import ExpressionError, Parsed, Scope, formula_helpers, parse
+from .cpp_expr import ExpressionError, Parsed, Scope, formula_helpers, parse, symint_arguments
 from .derivatives import derivatives_of, load_derivatives
 from .emit import render, write_tree
 from .errors import CodegenError, Problems  # noqa: F401  (CodegenError: what load_project raises)
@@ -156,7 +156,8 @@ def _resolve_composites(target: Target, project: Project, problems: Problems) ->
     for op in project.ops:
         if op.composite is None:
             continue
-        scope = Scope(frozenset(a.name for a in op.schema.arguments.flat_all), npu_ops - {op.cpp_name}, helpers)
+        scope = Scope(frozenset(a.name for a in op.schema.arguments.flat_all), npu_ops - {op.cpp_name}, helpers,
+                      symint_values=symint_arguments(op.schema))
         try:
             parsed = parse(op.composite, scope)
         except ExpressionError as e:

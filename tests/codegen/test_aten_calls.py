@@ -1,0 +1,44 @@
+"""Calls of ATen's C++ API in composite expressions and derivative formulas (issue 43): an
+operator's function is found by what ATen's headers declare, a SymInt passed makes the call
+ATen's X_symint form, and what would not compile is a problem at check, not a compiler error."""
+import pytest
+from test_codegen_fuzz import compile_cpp
+from yaml_edit import edit
+
+
+def add_composite(project_dir, func: str, composite: str) -> None:
+    edit(project_dir / "op_plugin_functions.yaml", "\ncustom:\n",
+         f"\ncustom:\n  - func: {func}\n    composite: \"{composite}\"\n")
+
+
+@pytest.mark.parametrize("func, composite, cpp", [
+    ("npu_topk_values(Tensor self, SymInt k) -> Tensor", "std::get<0>(at::topk(self, k))",
+     "std::get<0>(at::topk_symint(self, k))"),
+    ("npu_conv(Tensor x, Tensor w, Tensor? b, SymInt[1] stride=1) -> Tensor", "at::conv1d(x, w, b, stride)",
+     "at::conv1d_symint(x, w, b, stride)"),
+    ("npu_lower(Tensor self, SymInt k) -> Tensor", "tril(self, k)", "tril_symint(self, k)"),
+    ("npu_zeros_like_sized(Tensor self) -> Tensor", "at::zeros(self.sym_sizes(), self.options())",
+     "at::zeros_symint(self.sym_sizes(), self.options())"),
+    ("npu_and(Tensor self, Tensor other) -> Tensor", "at::__and__(self, other)", "at::__and__(self, other)"),
+])
+def test_calls_that_pass_symints_take_atens_symint_form_and_compile(codegen, emit, project_dir, tmp_path,
+                                                                     func, composite, cpp):
+    add_composite(project_dir, func, composite)
+    project = codegen.load_project(str(project_dir))
+    name = func.split("(")[0]
+    files = emit.render(project)
+    unit = files[f"csrc/adapters/{name}.cpp"]
+    assert cpp in unit
+    compile_cpp(files, [f"csrc/adapters/{name}.cpp"], tmp_path / "generated")
+
+
+@pytest.mark.parametrize("composite, message", [
+    ("at::and(self, other)", "'at::and', which is not an aten operator function (ATen/ops/and.h declares __and__)"),
+    ("at::item(self)", "'at::item', which is not an aten operator function (ATen has it as a Tensor method only"),
+    ("at::gcd(self, k)", "passes a SymInt to 'at::gcd', which takes plain integers"),
+])
+def test_calls_that_would_not_compile_are_problems_at_check(codegen, project_dir, composite, message):
+    add_composite(project_dir, "npu_bad(Tensor self, Tensor other, SymInt k) -> Tensor", composite)
+    with pytest.raises(codegen.CodegenError) as caught:
+        codegen.load_project(str(project_dir))
+    assert message in str(caught.value) and "npu_bad: field 'composite'" in str(caught.value)
