@@ -28,6 +28,7 @@ GENERATED_NAMES = frozenset({
     "dtype", "guard", "device", "kOpName", "grad_fn", "grads", "grad", "result", "handle", "target", "m", "py",
     "at", "c10", "std", "torch", "simhpu", "ops", "rules", "formulas", "kernels", "adapters", "python",
     "out", "_op", "_rules", "torch_simhpu", "Tensor", "None", "Sequence", "Number",
+    "below_autograd",  # the autograd kernel's guard, declared where the arguments are in scope
 })
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _RESERVED_NAMESPACES = frozenset({"aten", "prim", "prims", "quantized", "torch", "c10", "at", "std", "cuda"})

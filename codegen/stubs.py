@@ -227,11 +227,16 @@ def _dtypes(entry: LineDict, bad) -> tuple[str, ...]:
     if not isinstance(dtypes, list) or not dtypes:
         bad("dtypes", "missing or empty: the dtypes the stub's kernel runs", "e.g. dtypes: [float32, float16]")
         return ()
+    seen = []
     for d in dtypes:
         if not isinstance(d, str) or d not in DTYPES:
             bad("dtypes", f"unknown dtype {printable_label(d)}", did_you_mean(str(d), DTYPES) or
                 f"use {', '.join(DTYPES)}")
-    return tuple(d for d in dtypes if isinstance(d, str) and d in DTYPES)
+        elif d in seen:  # each dtype is a case of the kernel's switch: twice would not compile
+            bad("dtypes", f"dtype '{d}' is listed twice", "list each dtype once")
+        else:
+            seen.append(d)
+    return tuple(seen)
 
 
 def _aten_operator(entry: LineDict, bad):

@@ -42,3 +42,20 @@ def test_calls_that_would_not_compile_are_problems_at_check(codegen, project_dir
     with pytest.raises(codegen.CodegenError) as caught:
         codegen.load_project(str(project_dir))
     assert message in str(caught.value) and "npu_bad: field 'composite'" in str(caught.value)
+
+
+def test_an_argument_named_like_the_autograd_kernels_guard_is_refused(codegen, project_dir):
+    edit(project_dir / "op_plugin_functions.yaml", "npu_swish(Tensor self, float beta=1.0)",
+         "npu_swish(Tensor self, float below_autograd=1.0)")
+    edit(project_dir / "op_plugin_functions.yaml", "exec: swish, self, beta, out", "exec: swish, self, below_autograd, out")
+    with pytest.raises(codegen.CodegenError) as caught:
+        codegen.load_project(str(project_dir))
+    assert "argument name 'below_autograd' collides with a name the generated code uses" in str(caught.value)
+
+
+def test_a_stub_entry_listing_a_dtype_twice_is_refused(codegen, project_dir):
+    edit(project_dir / "op_plugin_functions.yaml",
+         "    elementwise: self < other\n    dtypes: [float32,", "    elementwise: self < other\n    dtypes: [float32, float32,")
+    with pytest.raises(codegen.CodegenError) as caught:
+        codegen.load_project(str(project_dir))
+    assert "dtype 'float32' is listed twice" in str(caught.value)
