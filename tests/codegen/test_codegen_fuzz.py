@@ -60,6 +60,16 @@ SEMANTIC = [
     (r"exec: (\w+), (\w+), (.*)$", r"exec: \1, out, \3"),          # an output passed as an input
     (r"(\s+)composite: (.*)", r'\1composite: \2\n\1checks: ["same_shape(x, y)"]'),  # checks on a composite
     (r"checks: \[(.*)\]", r'checks: [\1, "one_of(self, [\"a\"])"]'),  # a rule on the wrong kind of argument
+    # issue 43's families: names the generated code declares, repeated dtypes, SymInts into ATen,
+    # operators torchgen takes for random ones, ATen functions by their header's name
+    (r"float (\w+)=", r"float below_autograd="),                     # an argument named like a generated local
+    (r"Tensor (\w+), ", r"Tensor grad_fn, "),
+    (r"dtypes: \[(\w+)", r"dtypes: [\1, \1"),                          # a dtype listed twice
+    (r"float (\w+)=1\.0\)", r"SymInt \1=1)"),                           # an argument becomes a SymInt
+    (r"composite: .*", 'composite: "at::topk(x, 2)"'),                    # an ATen call with tuple result
+    (r"composite: .*", 'composite: "at::and(x, y)"'),                      # C++'s and, ATen's __and__
+    (r"composite: .*", 'composite: "at::__and__(x, y)"'),
+    (r"func: npu_(\w+)\(", r"func: npu_rand_\1("),                      # a random-looking name, untagged
 ]
 
 
