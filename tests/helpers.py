@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -29,6 +30,16 @@ def run_python(code: str, cwd, **env) -> subprocess.CompletedProcess:
     """Run `code` in a fresh interpreter, in `cwd` (outside the source tree), with extra environment."""
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
                           env=dict(os.environ, **env), timeout=120)
+
+
+def python_output(code: str, timeout: int = 300) -> str:
+    """The standard output of `code` (dedented) run by run_python outside the source tree; a non-zero
+    exit fails the calling test with its error output. For what lasts the whole process (an
+    import's cost, registrations, a loaded extension)."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd="/", capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
 
 
 def side_stream():

@@ -1,16 +1,7 @@
 """What `import torch` pays for the installed wheel (its backend entry point imports torch_simhpu):
 not graph mode's modules, which torch.compile imports when it is used (torch_simhpu/_after_import.py);
 the time itself is benchmarks/import_time.py's. Child processes: an import is once per process."""
-import subprocess
-import sys
-import textwrap
-
-
-def run(code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                            timeout=300, cwd="/")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+from helpers import python_output as run
 
 
 def test_import_torch_leaves_dynamo_inductor_and_sympy_unimported():

@@ -2,20 +2,12 @@
 with their schemas, a clear error where their kernel is torch_npu's, fake kernels from their
 gen_opapi rules. Run in a child process: the registrations are for the process's life."""
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+from helpers import python_output as run
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "codegen", "op_plugin_dialect", "op_plugin_functions.yaml")
 
-
-def run(code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                            timeout=300, cwd="/")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
 
 
 def test_custom_operators_become_callable_names_with_clear_errors_and_fake_kernels():
