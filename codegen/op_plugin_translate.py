@@ -12,10 +12,7 @@ renderers as simhpu's own YAML:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
-from torchgen.model import FunctionSchema
 
 from .errors import Problems
 from .model import Operator, Project
@@ -26,36 +23,22 @@ from .op_plugin_rules import RuleUnreadable, parse
 CUSTOM_SECTIONS = ("custom", "symint", "autograd", "quant")
 
 
-@dataclass
-class Translation:
-    project: Project
-    reference_path: list[str] = field(default_factory=list)  # official entries left to the reference path
-    unreadable: dict[str, str] = field(default_factory=dict)  # entry -> why its rules are not used
-
-
-def translate(report: DialectReport, problems: Problems, target, namespace: str = "npu") -> Translation:
-    ops, reference_path, unreadable, rejected = [], [], {}, set()
+def translate(report: DialectReport, problems: Problems, target, namespace: str = "npu") -> Project:
+    ops, rejected = [], set()
     for entry in report.entries:
         if entry.section not in CUSTOM_SECTIONS:
-            rules, why = _rules(entry)
-            if rules is None:
-                reference_path.append(entry.name)
-                if why:
-                    unreadable[entry.name] = why
-                continue
-            ops.append(_operator(entry, report.file, "official", "aclnn", rules))
+            rules = _rules(entry)
+            if rules is not None:  # else the reference path serves it, unchecked
+                ops.append(_operator(entry, report.file, "official", "aclnn", rules))
             continue
         if not _defines(entry, report.file, problems):
             rejected.add(entry.name)
             continue
-        rules, why = _rules(entry)
-        if why:
-            unreadable[entry.name] = why
+        rules = _rules(entry)
         if rules and not all(size is not None and dtype is not None for size, dtype in rules):
             rules = None  # a fake kernel needs every output's size and dtype
         ops.append(_operator(entry, report.file, "custom", "unprovided", rules or ()))
-    project = Project("simhpu", namespace, tuple(ops), frozenset(rejected), target=target)
-    return Translation(project, reference_path, unreadable)
+    return Project("simhpu", namespace, tuple(ops), frozenset(rejected), target=target)
 
 
 def _operator(entry: DialectEntry, file: str, kind: str, implementation: str, rules) -> Operator:
@@ -65,23 +48,24 @@ def _operator(entry: DialectEntry, file: str, kind: str, implementation: str, ru
 
 
 def _rules(entry: DialectEntry):
-    """((size, dtype) parsed, a return), or (None, why not); (None, "") when the entry has none."""
+    """((size, dtype) parsed, a return), or None when the entry has no rules simhpu can read (why is
+    `check`'s and `check-rules`' to say)."""
     gen = entry.gen_opapi
     if gen is None or not gen.kernel or not gen.outputs:
-        return None, ""
+        return None
     by_name = {r.name: r for r in gen.outputs}
     out_args = [a.name for a in entry.schema.arguments.out]
     ordered = [by_name.get(n) for n in out_args] if out_args else list(gen.outputs)
     if len(ordered) != len(entry.schema.returns) or any(r is None or not (r.size or r.dtype) for r in ordered):
-        return None, "not every output has a rule"
+        return None
     arguments = frozenset(a.name for a in entry.schema.arguments.flat_all)
     try:  # a missing size or dtype rule (an out= tensor's dtype is the caller's) is None: not checked
         rules = tuple((parse(r.size) if r.size else None, parse(r.dtype) if r.dtype else None) for r in ordered)
         for rule in (r for pair in rules for r in pair if r is not None):
             render(rule, arguments)  # what C++ cannot be written for is not used in Python either
-    except RuleUnreadable as e:
-        return None, str(e)
-    return rules, ""
+    except RuleUnreadable:
+        return None
+    return rules
 
 
 def _defines(entry: DialectEntry, file: str, problems: Problems) -> bool:

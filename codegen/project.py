@@ -86,7 +86,7 @@ def _load_dialect(root: str, target: Target) -> Project | None:
                      "aten operators device kernels, which torch_simhpu owns",
                      "build the dialect file as torch_simhpu's own YAML, or declare the package's operators in "
                      "simhpu's format")
-    project = translate(report, problems, target).project
+    project = translate(report, problems, target)
     overlay = (_load_own(root, target, OVERLAY_YAML, None, problems, report.derivative_entries)
                if os.path.isfile(os.path.join(root, OVERLAY_YAML)) else None)
     if overlay is None:

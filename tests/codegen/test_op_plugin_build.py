@@ -149,3 +149,13 @@ def test_an_overlay_entry_with_another_schema_is_a_problem_at_its_line(codegen, 
         codegen.load_project(str(corpus))
     assert "op_plugin_overlay.yaml:4: npu_scaled_mask: field 'func': op_plugin_functions.yaml:" in str(caught.value)
     assert "give the overlay entry the dialect entry's schema exactly" in str(caught.value)
+
+
+def test_a_custom_entry_torch_cannot_define_is_a_problem_at_its_line(codegen, corpus):
+    path = corpus / "op_plugin_functions.yaml"
+    # torchgen reads a Tensor[] default of []; torch's own schema parser refuses it
+    path.write_text(path.read_text().replace("npu_plugged(Tensor self) -> Tensor",
+                                             "npu_plugged(Tensor self, Tensor[] a=[]) -> Tensor"))
+    with pytest.raises(codegen.CodegenError) as caught:
+        codegen.load_project(str(corpus))
+    assert "npu_plugged: field 'func': torch cannot define this schema" in str(caught.value)
