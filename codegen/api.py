@@ -353,7 +353,7 @@ def _elementwise_view(op: Operator) -> ElementwiseView | None:
         kernel=op.kernel,
         expression=kernel.expression,
         cpp=kernel.cpp,
-        params=", ".join(params + ["const DeviceTensor& out"]),
+        params=", ".join(params + ["const Out<DeviceTensor>& out"]),
         args=", ".join([*kernel.tensors, *(n for n, _ in kernel.numbers), "out"]),
         tensors=tuple(kernel.tensors),
         numbers=tuple(numbers),

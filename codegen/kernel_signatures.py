@@ -36,17 +36,25 @@ ACCEPTS = {
     "c10::string_view": {"str"},
     "std::string": {"str"},
 }
+# The same for an entry's outputs: the parameters a kernel writes say so by
+# their type (Out<T>, kernels/kernel_api.h), and only outputs are passed there.
+OUTPUT_ACCEPTS = {
+    "Out<DeviceTensor>": {"Tensor"},
+    "Out<std::vector<DeviceTensor>>": {"Tensor[]"},
+}
 
 
-def param_types_accepting(schema_type: str) -> list[str]:
-    """The kernel parameter types (as in ACCEPTS) an argument of `schema_type` may be passed to."""
+def param_types_accepting(schema_type: str, output: bool = False) -> list[str]:
+    """The kernel parameter types (as in ACCEPTS, or OUTPUT_ACCEPTS for an
+    output) an argument of `schema_type` may be passed to."""
     given = re.sub(r"\[\d+\]", "[]", schema_type)
-    return [ctype for ctype, accepted in ACCEPTS.items() if given in accepted]
+    return [ctype for ctype, accepted in (OUTPUT_ACCEPTS if output else ACCEPTS).items() if given in accepted]
 
 
 def _plain(ctype: str) -> str:
-    """A parameter type as ACCEPTS spells it: `const std::optional<X>&` -> `std::optional<X>`."""
-    return re.sub(r"\s+", "", ctype).removeprefix("const").removesuffix("&")
+    """A parameter type as ACCEPTS spells it: `const std::optional<X>&` -> `std::optional<X>`,
+    `const simhpu::Out<DeviceTensor>&` -> `Out<DeviceTensor>`."""
+    return re.sub(r"\s+", "", ctype).removeprefix("const").removesuffix("&").replace("simhpu::", "")
 
 
 @lru_cache(maxsize=64)
@@ -135,9 +143,10 @@ def kernel_parameters(kernel: str, path: str) -> list[tuple[str, str]] | None:
         return None
 
 
-def mismatches(kernel: str, path: str, exec_args: list[str], arg_types: dict[str, str]) -> list[str]:
+def mismatches(kernel: str, path: str, exec_args: list[str], arg_types: dict[str, str],
+               outputs: tuple[str, ...] = ()) -> list[str]:
     """What is wrong with passing `exec_args` (schema types in `arg_types`;
-    outputs are Tensors) to the kernel, one sentence each."""
+    `outputs` are the entry's outputs, Tensors) to the kernel, one sentence each."""
     params = kernel_parameters(kernel, path)
     if params is None:
         return []
@@ -147,14 +156,24 @@ def mismatches(kernel: str, path: str, exec_args: list[str], arg_types: dict[str
                 f"{len(exec_args)}"]
     problems = []
     for (ctype, pname), arg in zip(params, exec_args):
-        accepted = ACCEPTS.get(ctype)
         given = re.sub(r"\[\d+\]", "[]", arg_types.get(arg, "Tensor"))
+        if arg in outputs and ctype not in OUTPUT_ACCEPTS:
+            problems.append(f"output '{arg}' is passed to the kernel's parameter '{pname}' ({ctype}), which the "
+                            f"kernel only reads, so the output would never be written; a parameter the kernel "
+                            f"writes is declared const Out<DeviceTensor>& {pname}")
+            continue
+        if arg not in outputs and ctype in OUTPUT_ACCEPTS:
+            problems.append(f"'{arg}' ({given}), an input, is passed to the kernel's parameter '{pname}' "
+                            f"({ctype}), which the kernel writes; only the entry's outputs "
+                            f"({', '.join(outputs)}) are passed to the parameters a kernel writes")
+            continue
+        accepted = (OUTPUT_ACCEPTS if arg in outputs else ACCEPTS).get(ctype)
         if accepted is None:
             # A launch record holds only the types ACCEPTS lists: any other
             # parameter type cannot receive an argument (float for a schema
             # float, whose value is a C++ double, is the usual slip).
             problems.append(f"the kernel's parameter '{pname}' has type {ctype}, which no argument is "
-                            f"passed as; '{arg}' ({given}) needs {' or '.join(param_types_accepting(given))}")
+                            f"passed as; '{arg}' ({given}) needs {' or '.join(param_types_accepting(given, output=arg in outputs))}")
         elif given not in accepted:
             problems.append(f"'{arg}' ({given}) is passed to the kernel's parameter '{pname}', which takes "
                             f"{' or '.join(sorted(accepted))}")

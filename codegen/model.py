@@ -11,7 +11,7 @@ from torchgen.model import FunctionSchema
 from .elementwise import ElementwiseKernel, ExpressionError, translate
 from .errors import Problems, did_you_mean
 from .names import check_identifier, check_namespace, check_text, printable_label
-from .rules import DTYPES, Rule, RuleError, parse_rule
+from .rules import DTYPES, Rule, RuleError, dimension_out_of_range, parse_rule
 from .target import Target
 from .types import SUPPORTED_ARG_TYPES, base_type, check_default
 from .yaml_loader import LineDict, LineList, entry_list, load_yaml_file
@@ -317,6 +317,7 @@ class _EntryLoader:
         checks = self._checks()
         variants = self._variants(schema, outputs, variant_names)
         reference, samples = self._reference()
+        self._dimensions_fit_samples(outputs, checks, samples)
         cost = self._cost(implementation)
         tags = self._tags()
 
@@ -543,7 +544,8 @@ class _EntryLoader:
                      f"{', '.join(self.outs)}'")
             ok = False
         if ok and kernel in self.kernels:
-            for message in kernel_signatures.mismatches(kernel, self.kernels[kernel], exec_args, self.arg_types):
+            for message in kernel_signatures.mismatches(kernel, self.kernels[kernel], exec_args, self.arg_types,
+                                                          tuple(self.outs)):
                 self.bad("exec", message, "pass the kernel's parameters in its order, or change the kernel")
             if not kernel_signatures.includes_signature_header(kernel, self.kernels[kernel]):
                 header = kernel_signatures.signature_header(kernel)
@@ -689,6 +691,19 @@ class _EntryLoader:
         clean = tuple({k: (list(v) if isinstance(v, list) else v) for k, v in s.items()} for s in samples or [])
         # Written into generated Python as the parser read it (no comment or line break of the text's own).
         return (ast.unparse(ast.parse(reference.strip(), mode="eval")) if isinstance(reference, str) else None), clean
+
+    def _dimensions_fit_samples(self, outputs: list[Output], checks: list, samples: tuple) -> None:
+        """A rule's dimensions out of range for a sample (whose shapes tell the
+        ranks) are an error now, not only at the call."""
+        rules = [("out", f"output '{o.name}'", o.size) for o in outputs]
+        rules += [("checks", "check", c) for c in checks]
+        for field, what, rule in rules:
+            for number, sample in enumerate(samples, 1):
+                problem = dimension_out_of_range(rule, sample)
+                if problem:
+                    self.bad(field, f"{what}: {rule.fn}(...): {problem} in sample {number}",
+                             "give dimensions the sample's tensors have, or a sample of the rank the rule expects")
+                    return
 
     def _variant_names(self) -> list[str]:
         variants = self.entry.get("variants") or []

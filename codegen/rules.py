@@ -224,6 +224,30 @@ def _check_param(param: str, arg, arg_types: dict[str, str], fn: str):
     return Literal(value)
 
 
+# The rules that take dimensions: rule -> (position of the tensor, position of the dimension or dimensions).
+_DIMENSION_ARGS = {"reduce": (0, 1), "index_shape": (0, 1), "gather_index": (0, 1)}
+
+
+def dimension_out_of_range(rule: Rule, sample: dict) -> str | None:
+    """What is wrong with the dimensions `rule` gives for a sample's inputs
+    ({argument: shape or value}), when the sample tells the tensor's rank and
+    the dimensions; None when they are in range, or not known."""
+    if rule.fn not in _DIMENSION_ARGS:
+        return None
+    tensor_at, dims_at = _DIMENSION_ARGS[rule.fn]
+    tensor, dims = rule.args[tensor_at], rule.args[dims_at]
+    shape = sample.get(tensor.name) if isinstance(tensor, ArgRef) else None
+    dims = sample.get(dims.name) if isinstance(dims, ArgRef) else dims.value
+    if not isinstance(shape, list) or dims is None:
+        return None
+    rank = max(len(shape), 1)  # (a 0-dim tensor takes dimension 0 and -1, as in PyTorch)
+    for dim in dims if isinstance(dims, list) else [dims]:
+        if isinstance(dim, int) and not -rank <= dim < rank:
+            return (f"dimension {dim} is out of range for {tensor.name} of shape {shape} (expected a dimension "
+                    f"from {-rank} to {rank - 1})")
+    return None
+
+
 def _render(rule: Rule, lang: str) -> str:
     spec = SPECS[rule.fn]
     parts = []

@@ -19,7 +19,7 @@ KERNEL_TEMPLATE = """// The device kernel of npu_{name}. Replace the expression 
 
 namespace simhpu::kernels {{
 
-void {name}(const DeviceTensor& self, const DeviceTensor& out) {{
+void {name}(const DeviceTensor& self, const Out<DeviceTensor>& out) {{
   SIMHPU_DISPATCH_FLOATING(out.dtype, "{name}", [&] {{
     elementwise<scalar_t>(out, [](scalar_t v) {{ return v; }}, self);
   }});

@@ -27,7 +27,9 @@ def exec_entries(views: list[OpView], kernel_names) -> list[KernelEntries]:
         if v.op.implementation not in ("exec", "elementwise"):
             continue
         types = {a.name: str(a.type) for a in v.op.schema.arguments.flat_all}
-        accepted = tuple(tuple(param_types_accepting(types.get(a, "Tensor"))) for a in v.op.exec_args)
+        outputs = {o.name for o in v.op.outputs}
+        accepted = tuple(tuple(param_types_accepting(types.get(a, "Tensor"), output=a in outputs))
+                         for a in v.op.exec_args)
         message = f"{v.op.file}:{v.op.line} ({v.name}): exec: arguments do not fit the kernel"
         by_kernel.setdefault(v.op.kernel, []).append(ExecEntry(accepted, message))
     return [KernelEntries(name, tuple(entries)) for name, entries in sorted(by_kernel.items())]

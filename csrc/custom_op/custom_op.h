@@ -13,7 +13,7 @@
 // parameter blob:
 //
 //   void custom_topk_f32(const std::vector<DeviceTensor>& inputs,
-//                        const std::vector<DeviceTensor>& outputs, const UserParams& params);
+//                        const Out<std::vector<DeviceTensor>>& outputs, const UserParams& params);
 //   SIMHPU_KERNEL(custom_topk_f32);
 #include "runtime/build_info.h"
 #include "runtime/kernel_arg.h"

@@ -8,14 +8,14 @@
 
 namespace simhpu::kernels {
 
-void add_custom(const DeviceTensor& x, const DeviceTensor& y, const DeviceTensor& out) {
+void add_custom(const DeviceTensor& x, const DeviceTensor& y, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "add_custom", [&] {
     elementwise<scalar_t>(out, [](scalar_t a, scalar_t b) { return a + b; }, x, y);
   });
 }
 SIMHPU_KERNEL(add_custom);
 
-void add(const DeviceTensor& self, const DeviceTensor& other, const c10::Scalar& alpha, const DeviceTensor& out) {
+void add(const DeviceTensor& self, const DeviceTensor& other, const c10::Scalar& alpha, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "add", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t a = alpha.to<acc_t>();
@@ -24,7 +24,7 @@ void add(const DeviceTensor& self, const DeviceTensor& other, const c10::Scalar&
 }
 SIMHPU_KERNEL(add);
 
-void mul(const DeviceTensor& self, const DeviceTensor& other, const DeviceTensor& out) {
+void mul(const DeviceTensor& self, const DeviceTensor& other, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "mul", [&] {
     elementwise<scalar_t>(out, [](scalar_t x, scalar_t y) { return x * y; }, self, other);
   });

@@ -5,7 +5,7 @@
 
 namespace simhpu::kernels {
 
-void copy(const DeviceTensor& src, const DeviceTensor& dst) {
+void copy(const DeviceTensor& src, const Out<DeviceTensor>& dst) {
   dst.cpu_view().copy_(src.cpu_view());
 }
 SIMHPU_KERNEL(copy);

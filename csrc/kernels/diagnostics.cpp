@@ -21,7 +21,8 @@ namespace simhpu::kernels {
 void empty_kernel() {}
 SIMHPU_KERNEL(empty_kernel);
 
-void fail_on_device(const DeviceTensor& t) {
+// Fails as a kernel that fails part-way through writing t: what it wrote is undefined.
+void fail_on_device(const Out<DeviceTensor>& t) {
   TORCH_CHECK(false, "device-side check failed on a tensor of ", t.numel(), " elements");
 }
 SIMHPU_KERNEL(fail_on_device);
@@ -32,7 +33,7 @@ void sleep_on_device(int64_t microseconds) {
 SIMHPU_KERNEL(sleep_on_device);
 
 // state[0..3] = grad mode, forward grad mode, autograd keys not excluded, keys beyond the defaults included (1: yes).
-void report_worker_state(const DeviceTensor& state) {
+void report_worker_state(const Out<DeviceTensor>& state) {
   int64_t* out = state.data_as<int64_t>();
   out[0] = c10::GradMode::is_enabled();
   out[1] = c10::AutogradState::get_tls_state().get_fw_grad_mode();

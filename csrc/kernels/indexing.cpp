@@ -27,7 +27,7 @@ void check_in_range(int64_t idx, int64_t dim, int64_t size, const char* cpu_word
 } // namespace
 
 // out = self.index_select(dim, index); self, index and out contiguous.
-void index_select(const DeviceTensor& self, int64_t dim, const DeviceTensor& index, const DeviceTensor& out) {
+void index_select(const DeviceTensor& self, int64_t dim, const DeviceTensor& index, const Out<DeviceTensor>& out) {
   const int64_t ndim = self.dim();
   const int64_t d = ndim == 0 ? 0 : c10::maybe_wrap_dim(dim, ndim);
   const int64_t size = ndim == 0 ? 1 : self.sizes[d];
@@ -52,7 +52,7 @@ SIMHPU_KERNEL(index_select);
 
 // out[..., i_dim, ...] = self[..., index[..., i_dim, ...], ...]; all contiguous.
 void gather(const DeviceTensor& self, int64_t dim, const DeviceTensor& index, bool sparse_grad,
-            const DeviceTensor& out) {
+            const Out<DeviceTensor>& out) {
   (void)sparse_grad;
   const int64_t ndim = index.dim();
   const int64_t d = ndim == 0 ? 0 : c10::maybe_wrap_dim(dim, ndim);

@@ -6,7 +6,8 @@
 //   SIMHPU_KERNEL(add_custom);
 //
 // Adapters launch it with EXEC_CMD(add_custom, x, y, out); the arguments are
-// matched by position. A kernel's file includes generated/kernel_signatures/NAME.h
+// matched by position. What a kernel writes is a parameter of type Out<T>
+// (below): codegen, the compiler and the runtime hold launches to it. A kernel's file includes generated/kernel_signatures/NAME.h
 // (codegen check asks for it when an exec: entry launches NAME): SIMHPU_KERNEL
 // then checks the kernel's parameters against every exec: entry that launches
 // it, so a mismatch with the YAML is one compile error naming the entry. Kernels
@@ -24,7 +25,25 @@
 #include <utility>
 
 namespace simhpu {
+
+// A parameter the kernel writes (an output; it may read it too):
+//   void add_custom(const DeviceTensor& x, const DeviceTensor& y, const Out<DeviceTensor>& out)
+// Out<std::vector<DeviceTensor>> is a list of outputs. It is the descriptor
+// itself, so it is used as one; the type is what says which arguments a
+// kernel writes: an exec: entry must pass its outputs there and only there
+// (codegen check, and the compiler through generated/kernel_signatures/), a
+// launch that marks its outputs with written() must mark exactly these, and a
+// launch that marks none is taken to write exactly these (the sanitizer and
+// a failure's undefined memory go by it).
+template <typename T>
+struct Out : T {};
+
 namespace detail {
+
+template <typename T>
+struct IsOut : std::false_type {};
+template <typename T>
+struct IsOut<Out<T>> : std::true_type {};
 
 template <typename T>
 const char* kernel_type_name() {
@@ -50,6 +69,15 @@ struct ArgFrom {
     return *value;
   }
 };
+
+// The launch record holds the descriptor; the kernel receives a copy typed as its output.
+template <typename T>
+struct ArgFrom<Out<T>> {
+  static Out<T> get(const KernelArg& arg, size_t index) { return Out<T>{ArgFrom<T>::get(arg, index)}; }
+};
+
+template <typename T>
+struct ArgFrom<const Out<T>&> : ArgFrom<Out<T>> {};
 
 template <>
 struct ArgFrom<c10::IntArrayRef> {
@@ -84,6 +112,17 @@ struct KernelParams<void(Params...)> {
     } else {
       return (Accepted::template holds<std::remove_cv_t<std::remove_reference_t<Params>>>() && ...);
     }
+  }
+
+  // What the runtime checks launches against: the parameter count, and bit i
+  // set when parameter i is an Out<T>.
+  static constexpr KernelSignature signature() {
+    constexpr bool is_out[] = {IsOut<std::remove_cv_t<std::remove_reference_t<Params>>>::value..., false};
+    uint64_t outputs = 0;
+    for (size_t i = 0; i < sizeof...(Params) && i < 64; ++i) {
+      outputs |= is_out[i] ? uint64_t(1) << i : 0;
+    }
+    return KernelSignature{static_cast<int32_t>(sizeof...(Params)), outputs};
   }
 };
 
@@ -163,7 +202,7 @@ constexpr KernelFn invoker_if_fits() {
       #name,                                                                                     \
       ::simhpu::detail::invoker_if_fits<&name,                                                   \
                                         ::simhpu::ExecEntries<#name>::template fit<decltype(name)>()>(), \
-      SIMHPU_THIS_BUILD)
+      ::simhpu::detail::KernelParams<decltype(name)>::signature(), SIMHPU_THIS_BUILD)
 
 // The dtypes device kernels are instantiated for, unless a kernel says otherwise.
 #define SIMHPU_DISPATCH_FLOATING(dtype, kernel_name, ...) \

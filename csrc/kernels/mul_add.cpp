@@ -6,7 +6,7 @@
 namespace simhpu::kernels {
 
 void mul_add(const DeviceTensor& x, const DeviceTensor& y, const DeviceTensor& z,
-             const DeviceTensor& prod, const DeviceTensor& total) {
+             const Out<DeviceTensor>& prod, const Out<DeviceTensor>& total) {
   SIMHPU_DISPATCH_FLOATING(x.dtype, "mul_add", [&] {
     elementwise<scalar_t>(prod, [](scalar_t a, scalar_t b) { return a * b; }, x, y);
     elementwise<scalar_t>(total, [](scalar_t a, scalar_t c) { return a + c; }, x, z);

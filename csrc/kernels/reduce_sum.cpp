@@ -194,7 +194,7 @@ void sum_outer_reduced_inner(const DeviceTensor& self, const DeviceTensor& out, 
 
 } // namespace
 
-void sum_dims(const DeviceTensor& self, c10::IntArrayRef dim, bool keepdim, const DeviceTensor& out) {
+void sum_dims(const DeviceTensor& self, c10::IntArrayRef dim, bool keepdim, const Out<DeviceTensor>& out) {
   const int64_t dims = self.dim();
   if (dims == 0) {  // a 0-dim tensor "reduced" over dimension 0 or -1 is itself
     SIMHPU_DISPATCH_FLOATING(self.dtype, "sum_dims", [&] {

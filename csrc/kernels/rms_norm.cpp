@@ -14,7 +14,7 @@
 namespace simhpu::kernels {
 
 void rms_norm(const DeviceTensor& x, const DeviceTensor& gamma, double eps,
-              const DeviceTensor& y, const DeviceTensor& rstd) {
+              const Out<DeviceTensor>& y, const Out<DeviceTensor>& rstd) {
   const int64_t cols = x.dim() == 0 ? 1 : x.size(-1);
   // One statistic per row, rows of no elements included: their mean of squares is
   // 0/0, so rstd is NaN there, as torch's mean over an empty dimension is.
@@ -46,7 +46,7 @@ SIMHPU_KERNEL(rms_norm);
 //   dx     = rstd * (dy * gamma) - x * rstd^3 * mean(dy * gamma * x)
 //   dgamma = sum over rows of dy * x * rstd
 void rms_norm_backward(const DeviceTensor& dy, const DeviceTensor& x, const DeviceTensor& gamma,
-                       const DeviceTensor& rstd, const DeviceTensor& dx, const DeviceTensor& dgamma) {
+                       const DeviceTensor& rstd, const Out<DeviceTensor>& dx, const Out<DeviceTensor>& dgamma) {
   const int64_t cols = x.dim() == 0 ? 1 : x.size(-1);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   SIMHPU_DISPATCH_FLOATING(x.dtype, "rms_norm_backward", [&] {

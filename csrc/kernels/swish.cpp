@@ -7,7 +7,7 @@
 
 namespace simhpu::kernels {
 
-void swish(const DeviceTensor& self, double beta, const DeviceTensor& out) {
+void swish(const DeviceTensor& self, double beta, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "swish", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t b = static_cast<acc_t>(beta);

@@ -12,7 +12,7 @@ namespace simhpu::kernels {
 void weighted_sum(const DeviceTensor& self, const std::vector<DeviceTensor>& others,
                   const std::optional<DeviceTensor>& bias, const std::string& reduction,
                   const std::optional<c10::Scalar>& offset, std::optional<c10::ScalarType> accumulate,
-                  int64_t repeat, bool negate, const DeviceTensor& out) {
+                  int64_t repeat, bool negate, const Out<DeviceTensor>& out) {
   const c10::ScalarType acc = accumulate.value_or(self.dtype);
   at::Tensor result = self.cpu_view().to(acc).mul(repeat);
   if (!others.empty()) {

@@ -26,7 +26,10 @@ Registry& registry() {
 
 // Runs while a library is being loaded, where an exception cannot reach
 // Python: problems are kept and raised when the kernel is looked up.
-KernelRegistrar::KernelRegistrar(const char* name, KernelFn run, const BuildInfo& built) {
+KernelRegistrar::KernelRegistrar(const char* name, KernelFn run, const BuildInfo& built)
+    : KernelRegistrar(name, run, KernelSignature{}, built) {}
+
+KernelRegistrar::KernelRegistrar(const char* name, KernelFn run, KernelSignature signature, const BuildInfo& built) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::string mismatch = build_mismatch(built, std::string("kernel '") + name + "'");
@@ -34,7 +37,7 @@ KernelRegistrar::KernelRegistrar(const char* name, KernelFn run, const BuildInfo
     r.refused.emplace(name, std::move(mismatch));
     return;
   }
-  auto [it, inserted] = r.kernels.emplace(name, KernelDef{name, run});
+  auto [it, inserted] = r.kernels.emplace(name, KernelDef{name, run, nullptr, nullptr, nullptr, signature});
   if (!inserted) {
     r.refused.emplace(name, std::string("kernel '") + name +
                                 "' is registered twice (by two libraries, or twice in one); kernel names "

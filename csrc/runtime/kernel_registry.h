@@ -12,6 +12,9 @@ namespace simhpu {
 // `built` is what the registering code was compiled against: a kernel from a
 // package built for another release is kept, but launching it raises why.
 struct KernelRegistrar {
+  KernelRegistrar(const char* name, KernelFn run, KernelSignature signature, const BuildInfo& built);
+  // The form of earlier releases (no signature), kept so a package built for
+  // one still loads and is refused by its build stamp when its kernel is used.
   KernelRegistrar(const char* name, KernelFn run, const BuildInfo& built = SIMHPU_THIS_BUILD);
 };
 

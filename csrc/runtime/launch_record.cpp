@@ -52,6 +52,56 @@ std::string describe_kernel(const LaunchRecord& record) {
   return text;
 }
 
+namespace {
+
+// The tensors one argument passes (none for a value or a None).
+template <typename Fn>
+void for_each_tensor(const KernelArg& arg, Fn&& fn) {
+  if (const auto* tensor = std::get_if<DeviceTensor>(&arg)) {
+    fn(*tensor);
+  } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&arg)) {
+    for (const DeviceTensor& t : *list) {
+      fn(t);
+    }
+  }
+}
+
+} // namespace
+
+void check_kernel_writes(LaunchRecord& record) {
+  if (record.kind != LaunchRecord::Kind::Kernel || record.kernel == nullptr) {
+    return;
+  }
+  const KernelSignature& signature = record.kernel->signature;
+  if (signature.params < 0) {
+    return;
+  }
+  const char* kernel = record.kernel->name;
+  TORCH_CHECK(record.args.size() == static_cast<size_t>(signature.params), record.op_name, ": kernel '", kernel,
+              "' takes ", signature.params, " argument(s), the launch passes ", record.args.size());
+  const bool marked = record.written_storages != 0;
+  for (size_t i = 0; i < record.args.size() && i < 64; ++i) {
+    const bool output = ((signature.outputs >> i) & 1) != 0;
+    for_each_tensor(record.args[i], [&](const DeviceTensor& t) {
+      // (Slot 63 and up share bits with mark_writes_nothing and the overflow: not told apart.)
+      if (t.storage_slot < 0 || t.storage_slot >= 63) {
+        return;
+      }
+      if (!marked) {
+        if (output) record.mark_written(t.storage_slot);
+        return;
+      }
+      const bool written = ((record.written_storages >> t.storage_slot) & 1) != 0;
+      TORCH_CHECK(!written || output, record.op_name, ": argument ", i, " of kernel '", kernel,
+                  "' is marked written(), but the kernel only reads its parameter ", i,
+                  "; a parameter the kernel writes has type Out<DeviceTensor> (kernels/kernel_api.h)");
+      TORCH_CHECK(written || !output, record.op_name, ": kernel '", kernel, "' writes its parameter ", i,
+                  " (an Out<T>), but the launch passes argument ", i,
+                  " as a tensor it only reads; mark it written(t), as every output of the launch");
+    });
+  }
+}
+
 // Runs one record; a kernel's exception becomes a message.
 namespace {
 thread_local int kernels_running = 0;

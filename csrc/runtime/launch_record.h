@@ -20,6 +20,15 @@ struct LaunchRecord;
 using KernelFn = void (*)(KernelArgs& args);
 using RecordKernelFn = void (*)(LaunchRecord& record);
 
+// What a kernel's C++ signature says (SIMHPU_KERNEL reads it): how many
+// parameters it takes, and bit i set when parameter i is an output (Out<T>,
+// kernels/kernel_api.h; from the 64th parameter on, none is told apart).
+// params < 0: not known (a kernel that runs on the whole record).
+struct KernelSignature {
+  int32_t params = -1;
+  uint64_t outputs = 0;
+};
+
 // A device kernel as the runtime knows it: a name and an entry point. Kernels
 // that need the whole record (its kept-alive storages, its payload) set
 // run_record instead of run.
@@ -36,6 +45,7 @@ struct KernelDef {
   // memory (a graph replay settles its records, so their events are reached; a
   // collective takes its turn). Null: nothing.
   RecordKernelFn settle = nullptr;
+  KernelSignature signature;
 };
 
 // One slot of a stream's ring. A producer fills it in place and the worker
@@ -94,6 +104,13 @@ const char* intern_name(const std::string& name);
 
 // "simhpu kernel 'K' launched by OP at FILE:LINE", for messages about a record.
 std::string describe_kernel(const LaunchRecord& record);
+
+// Holds a kernel launch to what its kernel's signature says it writes, before
+// it is queued: a tensor argument marked written() must go to an Out<T>
+// parameter and an Out<T> parameter must receive one; a launch that marks
+// nothing is marked by the signature. Raises (naming the operator, the
+// kernel and the argument) for a launch of the wrong arity or marking.
+void check_kernel_writes(LaunchRecord& record);
 
 // Runs one record on the calling thread; a kernel's exception becomes the
 // message returned. What a failed kernel may have written is marked undefined,

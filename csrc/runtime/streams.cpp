@@ -142,6 +142,7 @@ void LaunchSlot::claim_from_queue(const c10::Stream& stream) {
 }
 
 void LaunchSlot::commit() {
+  check_kernel_writes(*record_);  // (may raise: the slot is then dropped)
   // A launch collected into a cluster runs in the order it was made (a graph's
   // captured launches: when it is replayed, which the replay's launch covers).
   observers::on_launch(*record_, stream_, captured_ && capturing_graph());  // (may raise: the slot is then dropped)

@@ -70,6 +70,11 @@ SEMANTIC = [
     (r"composite: .*", 'composite: "at::and(x, y)"'),                      # C++'s and, ATen's __and__
     (r"composite: .*", 'composite: "at::__and__(x, y)"'),
     (r"func: npu_(\w+)\(", r"func: npu_rand_\1("),                      # a random-looking name, untagged
+    # outputs on parameters the kernel only reads, inputs on ones it writes (patterns over two lines)
+    (r"\(Tensor x, Tensor y, Tensor z\) -> \(Tensor prod, Tensor total\)\n(\s+)exec: mul_add, x, y, z, prod, total",
+     r"(Tensor x, Tensor y) -> (Tensor z, Tensor prod, Tensor total)\n\1exec: mul_add, x, y, z, prod, total"),
+    (r"\(Tensor x, Tensor gamma, float eps=1e-06\) -> \(Tensor y, Tensor rstd\)\n(\s+)exec: rms_norm, x, gamma, eps, y, rstd",
+     r"(Tensor x, Tensor gamma, Tensor y, float eps=1e-06) -> Tensor rstd\n\1exec: rms_norm, x, gamma, eps, y, rstd"),
 ]
 
 
@@ -102,6 +107,9 @@ def mutate(text: str, rng: random.Random) -> bytes:
             lines = lines[:i]
         elif kind == "semantic":
             pattern, replacement = rng.choice(SEMANTIC)
+            if "\\n" in pattern:  # a mistake over consecutive lines
+                lines = re.sub(pattern, replacement, "\n".join(lines), count=1).split("\n")
+                continue
             matching = [n for n, line in enumerate(lines) if re.search(pattern, line)]
             if matching:
                 n = rng.choice(matching)

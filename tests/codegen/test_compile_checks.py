@@ -22,9 +22,15 @@ def syntax_check(project, generated, source):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def test_kernel_that_does_not_fit_its_exec_entry_names_the_entry(codegen, project_dir, monkeypatch):
+@pytest.mark.parametrize("old, new", [
+    ("double beta,", "bool beta,"),  # a parameter of another type
+    ("const Out<DeviceTensor>& out)", "const DeviceTensor& out)"),  # the output, read only: never written
+    ("const DeviceTensor& self,", "const Out<DeviceTensor>& self,"),  # the input, written: overwritten
+], ids=["type", "output-read-only", "input-written"])
+def test_kernel_that_does_not_fit_its_exec_entry_names_the_entry(codegen, project_dir, monkeypatch, old, new):
     kernel = project_dir / "csrc" / "kernels" / "swish.cpp"
-    edit(kernel, "void swish(const DeviceTensor& self, double beta,", "void swish(const DeviceTensor& self, bool beta,")
+    edit(kernel, "void swish(const DeviceTensor& self, double beta, const Out<DeviceTensor>& out)",
+         "void swish(const DeviceTensor& self, double beta, const Out<DeviceTensor>& out)".replace(old, new))
     entry_line = line_of(project_dir / "op_plugin_functions.yaml", "func: npu_swish(")
     # codegen's reading of the kernel file would refuse the entry first; the compiler must too.
     monkeypatch.setattr(sys.modules["codegen.kernel_signatures"], "mismatches", lambda *args: [])
@@ -56,6 +62,16 @@ def test_kernel_parameter_no_argument_is_passed_as_is_refused_by_check(codegen, 
     assert f"op_plugin_functions.yaml:{entry_line}" in problems
     assert "the kernel's parameter 'beta' has type float" in problems
     assert "'beta' (float) needs double or std::optional<double>" in problems
+
+
+def test_kernel_that_only_reads_its_output_parameter_is_refused_by_check(codegen, project_dir):
+    # rms_norm writes y and rstd; declared read-only, rstd would never be written.
+    edit(project_dir / "csrc" / "kernels" / "rms_norm.cpp", "const Out<DeviceTensor>& y, const Out<DeviceTensor>& rstd)",
+         "const Out<DeviceTensor>& y, const DeviceTensor& rstd)")
+    entry_line = line_of(project_dir / "op_plugin_functions.yaml", "exec: rms_norm,")
+    problems = check_problems(codegen, project_dir)
+    assert (f"op_plugin_functions.yaml:{entry_line}: npu_rms_norm: field 'exec': output 'rstd' is passed to the "
+            f"kernel's parameter 'rstd' (DeviceTensor), which the kernel only reads") in problems
 
 
 def test_kernel_file_without_its_signature_header_is_refused_by_check(codegen, project_dir):
@@ -110,9 +126,9 @@ def test_reading_kernel_files_passes_over_helpers_it_cannot_read(codegen, tmp_pa
     source = tmp_path / "kernels.cpp"
     source.write_text('void check(int64_t i, const char* words = "") {\n}\n'
                       "void helper(int) {\n}\n"
-                      "void my_kernel(const DeviceTensor& x, double s, const DeviceTensor& out) {\n}\n")
+                      "void my_kernel(const DeviceTensor& x, double s, const Out<DeviceTensor>& out) {\n}\n")
     assert kernel_parameters("my_kernel", str(source)) == [("DeviceTensor", "x"), ("double", "s"),
-                                                          ("DeviceTensor", "out")]
+                                                          ("Out<DeviceTensor>", "out")]
     assert kernel_parameters("check", str(source)) == [("int64_t", "i"), ("char*", "words")]
 
 

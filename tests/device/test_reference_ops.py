@@ -77,7 +77,7 @@ LINEAR_COPY = """#include <torch_simhpu/extension.h>
 #include "generated/kernel_signatures/linear_copy.h"
 namespace simhpu::kernels {
 // Deliberately wrong: reads x as if it were contiguous.
-void linear_copy(const DeviceTensor& x, const DeviceTensor& out) {
+void linear_copy(const DeviceTensor& x, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "linear_copy", [&] {
     for (int64_t i = 0; i < out.numel(); ++i) out.data_as<scalar_t>()[i] = x.data_as<const scalar_t>()[i];
   });

@@ -164,3 +164,86 @@ def test_launching_a_kernel_no_library_registered_names_the_op():
     with pytest.raises(RuntimeError, match=r"my_op: no device kernel named 'not_loaded_kernel' is registered"):
         torch_simhpu._C._launch_user_kernel("my_op", "not_loaded_kernel", [x], [], b"")
     torch.testing.assert_close((x * 3).cpu(), torch.full((2,), 3.0))
+
+
+WRITES_KERNEL = r"""
+#include <torch_simhpu/extension.h>
+#include <torch/library.h>
+#include <ATen/ops/empty_like.h>
+
+using simhpu::DeviceTensor;
+using simhpu::Out;
+
+// out = 2 * x and half = x / 2, for float32; a negative x[0] fails on the device.
+void sdk_double(const DeviceTensor& x, const Out<DeviceTensor>& out, const Out<DeviceTensor>& half) {
+  const float* in = x.data_as<const float>();
+  TORCH_CHECK(in[0] >= 0, "negative x[0]");
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    out.data_as<float>()[i] = 2 * in[i];
+    half.data_as<float>()[i] = in[i] / 2;
+  }
+}
+SIMHPU_KERNEL(sdk_double);
+
+// Launches sdk_double as `how` says: with its outputs marked, unmarked, or marked wrongly; returns out.
+at::Tensor launch(const at::Tensor& x, c10::string_view how) {
+  at::Tensor out = at::empty_like(x);
+  at::Tensor half = at::empty_like(x);
+  const char* op = "sdk_writes::launch";
+  using simhpu::written;
+  if (how == "marked") EXEC_CMD_FOR(op, sdk_double, x, written(out), written(half));
+  else if (how == "unmarked") EXEC_CMD_FOR(op, sdk_double, x, out, half);
+  else if (how == "input marked") EXEC_CMD_FOR(op, sdk_double, written(x), written(out), written(half));
+  else if (how == "output unmarked") EXEC_CMD_FOR(op, sdk_double, x, written(out), half);
+  else EXEC_CMD_FOR(op, sdk_double, x, out);
+  return out;
+}
+
+TORCH_LIBRARY(sdk_writes, m) { m.def("launch(Tensor x, str how) -> Tensor"); }
+TORCH_LIBRARY_IMPL(sdk_writes, PrivateUse1, m) { m.impl("launch", &launch); }
+"""
+
+
+@pytest.fixture(scope="module")
+def writes_package(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sdk_writes")
+    source = folder / "sdk_writes.cpp"
+    source.write_text(WRITES_KERNEL)
+    torch.utils.cpp_extension.load(
+        "sdk_writes", [str(source)], extra_include_paths=cpp_extension.include_paths(),
+        extra_ldflags=[f"-L{cpp_extension.library_paths()[0]}", "-ltorch_simhpu"],
+        build_directory=str(folder), is_python_module=False, verbose=False)
+    return torch.ops.sdk_writes.launch
+
+
+@pytest.mark.parametrize("how", ["marked", "unmarked"])
+def test_a_launch_marking_its_outputs_or_none_runs(writes_package, how):
+    x = torch.arange(5.0, device="simhpu")
+    torch.testing.assert_close(writes_package(x, how).cpu(), torch.arange(5.0) * 2)
+
+
+def test_an_unmarked_launch_writes_what_the_kernels_signature_says(writes_package):
+    # The kernel fails: what it writes (its Out parameter) is undefined from
+    # then on, and what it only reads stays data. Unmarked and without the
+    # signature, the runtime would have to take every argument as written.
+    x = torch.tensor([-1.0, 2.0], device="simhpu")
+    out = writes_package(x, "unmarked")
+    with pytest.raises(RuntimeError, match="sdk_double.*negative x"):
+        torch.simhpu.synchronize()
+    torch.testing.assert_close(x.cpu(), torch.tensor([-1.0, 2.0]))
+    with pytest.raises(RuntimeError, match="left undefined by a kernel that failed earlier.*sdk_double"):
+        out.cpu()
+
+
+@pytest.mark.parametrize("how, message", [
+    ("input marked", "sdk_writes::launch: argument 0 of kernel 'sdk_double' is marked written(), but the kernel only "
+                     "reads its parameter 0; a parameter the kernel writes has type Out<DeviceTensor>"),
+    ("output unmarked", "sdk_writes::launch: kernel 'sdk_double' writes its parameter 2 (an Out<T>), but the launch "
+                        "passes argument 2 as a tensor it only reads; mark it written(t)"),
+    ("too few", "sdk_writes::launch: kernel 'sdk_double' takes 3 argument(s), the launch passes 2"),
+])
+def test_a_launch_at_odds_with_the_kernels_outputs_is_refused_at_the_call(writes_package, how, message):
+    x = torch.arange(3.0, device="simhpu")
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        writes_package(x, how)
+    torch.testing.assert_close(writes_package(x, "marked").cpu(), torch.arange(3.0) * 2)

@@ -14,9 +14,10 @@
 namespace custom_ops {
 
 using simhpu::DeviceTensor;
+using simhpu::Out;
 
 // The device kernel: runs on the stream's worker, over device memory.
-void custom_ops_add(const DeviceTensor& x, const DeviceTensor& y, const DeviceTensor& out) {
+void custom_ops_add(const DeviceTensor& x, const DeviceTensor& y, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "custom_ops_add", [&] {
     simhpu::kernels::elementwise<scalar_t>(out, [](scalar_t a, scalar_t b) { return a + b; }, x, y);
   });

@@ -12,6 +12,7 @@
 namespace custom_topk {
 
 using simhpu::DeviceTensor;
+using simhpu::Out;
 namespace custom_op = simhpu::custom_op;
 
 struct TopkParams {
@@ -49,7 +50,7 @@ std::shared_ptr<void> topk_params(const custom_op::Stack& inputs, size_t& size) 
 }
 
 // The device kernel: ATen's CPU topk over the device memory (DeviceTensor::cpu_view).
-void custom_topk_f32(const std::vector<DeviceTensor>& inputs, const std::vector<DeviceTensor>& outputs,
+void custom_topk_f32(const std::vector<DeviceTensor>& inputs, const Out<std::vector<DeviceTensor>>& outputs,
                      const custom_op::UserParams& blob) {
   const auto p = blob.as<TopkParams>();
   at::Tensor values = outputs[0].cpu_view();

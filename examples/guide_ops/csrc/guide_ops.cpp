@@ -16,9 +16,10 @@
 namespace guide_ops {
 
 using simhpu::DeviceTensor;
+using simhpu::Out;
 
 // out = s * x^p
-void guide_ops_pow_scale(const DeviceTensor& x, int64_t p, double s, const DeviceTensor& out) {
+void guide_ops_pow_scale(const DeviceTensor& x, int64_t p, double s, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "guide_ops_pow_scale", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     simhpu::kernels::elementwise<scalar_t>(out, [p, s](scalar_t v) {
@@ -31,7 +32,7 @@ void guide_ops_pow_scale(const DeviceTensor& x, int64_t p, double s, const Devic
 SIMHPU_KERNEL(guide_ops_pow_scale);
 
 // out = s * a * b (broadcast)
-void guide_ops_mul_scale(const DeviceTensor& a, const DeviceTensor& b, double s, const DeviceTensor& out) {
+void guide_ops_mul_scale(const DeviceTensor& a, const DeviceTensor& b, double s, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "guide_ops_mul_scale", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     simhpu::kernels::elementwise<scalar_t>(

@@ -11,9 +11,10 @@
 namespace my_add {
 
 using simhpu::DeviceTensor;
+using simhpu::Out;
 
 // out = x + alpha * y, broadcast; computed in float for reduced-precision inputs.
-void my_add_kernel(const DeviceTensor& x, const DeviceTensor& y, double alpha, const DeviceTensor& out) {
+void my_add_kernel(const DeviceTensor& x, const DeviceTensor& y, double alpha, const Out<DeviceTensor>& out) {
   SIMHPU_DISPATCH_FLOATING(out.dtype, "my_add_kernel", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t a = static_cast<acc_t>(alpha);
