@@ -266,15 +266,15 @@ def _checks(op: Operator, tensors: tuple[str, ...], promoted: tuple[str, ...]) -
     dtypes_py = ", ".join(f"torch.{d}" for d in op.dtypes)
     if promoted:
         checks.append(Check(
-            f"rules::check_compute_dtype(kOpName, {{{_quoted(promoted)}}}, dtype, {{{dtypes}}})",
-            f"_rules.check_compute_dtype(_op, [{_quoted(promoted)}], dtype, [{dtypes_py}])"))
+            f"rules::check_compute_dtype(kOpName, {{{_quoted(promoted)}}}, _compute_dtype, {{{dtypes}}})",
+            f"_rules.check_compute_dtype(_op, [{_quoted(promoted)}], _compute_dtype, [{dtypes_py}])"))
     else:
         checks.append(Check(f'rules::check_dtype(kOpName, "{first}", {first}, {{{dtypes}}})',
                             f'_rules.check_dtype(_op, "{first}", {first}, [{dtypes_py}])'))
         checks += [Check(f'rules::check_same_dtype(kOpName, "{t}", {t}, "{first}", {first})',
                          f'_rules.check_same_dtype(_op, "{t}", {t}, "{first}", {first})') for t in tensors[1:]]
     # A Scalar the kernel cannot convert would fail only on the worker; the host can tell now.
-    dtype_cpp, dtype_py = ("dtype", "dtype") if promoted else (f"{first}.scalar_type()", f"{first}.dtype")
+    dtype_cpp, dtype_py = ("_compute_dtype", "_compute_dtype") if promoted else (f"{first}.scalar_type()", f"{first}.dtype")
     checks += [Check(f'rules::check_scalar_fits(kOpName, "{a.name}", {a.name}, {dtype_cpp})',
                      f'_rules.check_scalar_fits(_op, "{a.name}", {a.name}, {dtype_py})')
                for a in op.schema.arguments.flat_all if base_type(a.type) in ("Scalar", "Scalar?")]

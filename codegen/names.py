@@ -23,9 +23,12 @@ CPP_KEYWORDS = frozenset("""
     this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t
     while xor xor_eq
 """.split())
-# Names the generated code itself declares next to the schema's arguments.
+# Names the generated code uses next to the schema's arguments: namespaces, the
+# derivative formulas' own words (grad, grads, result), the operator's name
+# constant. Its local variables start with '_' instead, which no argument name
+# does, so ATen's own argument names (dtype, device, target, ...) stay free.
 GENERATED_NAMES = frozenset({
-    "dtype", "guard", "device", "kOpName", "grad_fn", "grads", "grad", "result", "handle", "target", "m", "py",
+    "kOpName", "grad_fn", "grads", "grad", "result", "m", "py",
     "at", "c10", "std", "torch", "simhpu", "ops", "rules", "formulas", "kernels", "adapters", "python",
     "out", "_op", "_rules", "torch_simhpu", "Tensor", "None", "Sequence", "Number",
     "below_autograd",  # the autograd kernel's guard, declared where the arguments are in scope

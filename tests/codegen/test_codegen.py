@@ -147,7 +147,7 @@ void run_npu_add_custom(const at::Tensor & x, const at::Tensor & y, const at::Te
 // The functional form: new outputs.
 at::Tensor npu_add_custom(const at::Tensor & x, const at::Tensor & y) {
   check_npu_add_custom(x, y);
-  const c10::DeviceGuard guard(x.device());
+  const c10::DeviceGuard _guard(x.device());
   at::Tensor out = rules::new_output(rules::broadcast_shapes(kOpName, {"x", "y"}, {x, y}),
       x.scalar_type());
   run_npu_add_custom(x, y, out);

@@ -172,6 +172,15 @@ custom:
     elementwise: self * 2 + bias
     dtypes: [float32]
     doc: 2 * self + bias.
+  # ATen's own argument names (target, dtype): the generated code's locals stay out of their way.
+  - func: npu_towards(Tensor self, Tensor target, float weight=0.5, *, ScalarType? dtype=None) -> Tensor
+    elementwise: self + weight * (target - self)
+    dtypes: [float32, float64]
+    variants: [out, inplace]
+    doc: self moved towards target by weight.
+  - func: npu_sum_as(Tensor self, *, ScalarType? dtype=None) -> Tensor
+    composite: at::sum(self, dtype)
+    doc: The sum of self, in dtype.
 """
 
 
@@ -202,6 +211,18 @@ from lean_yaml_pkg import _C
 x = torch.randn(5, device="simhpu")
 compiled = torch.compile(lambda t: _C.npu_twice_plus(t, 0.5).relu(), fullgraph=True)
 torch.testing.assert_close(compiled(x).cpu(), (x.cpu() * 2 + 0.5).relu())
+t = torch.randn(5, dtype=torch.float64, device="simhpu")
+expected = torch.lerp(x.cpu().double(), t.cpu(), 0.25)
+torch.testing.assert_close(_C.npu_towards(x, target=t, weight=0.25, dtype=torch.float16).cpu(), expected)
+out = torch.empty(5, dtype=torch.float64, device="simhpu")
+assert _C.npu_towards(x.double(), t, 0.25, out=out) is out
+torch.testing.assert_close(out.cpu(), expected)
+y = x.double()
+_C.npu_towards_(y, t, 0.25)
+torch.testing.assert_close(y.cpu(), expected)
+towards = torch.compile(lambda a, b: _C.npu_towards(a, b, 0.25), fullgraph=True)
+torch.testing.assert_close(towards(x, t).cpu(), expected)
+torch.testing.assert_close(_C.npu_sum_as(x, dtype=torch.float64).cpu(), x.cpu().double().sum())
 print("OK")
 """
     done = run_python(code, tmp_path, PYTHONPATH=str(site))
