@@ -303,6 +303,12 @@ def _saved_value(saved, is_output: bool, index: int = 0) -> SavedValue:
     if ctype in vector_of:
         return SavedValue(name, False, f"std::vector<{vector_of[ctype]}> {name}", name, f"{saved.expr}.vec()",
                           is_output, index)
+    # An optional list is a view too: kept as ATen's own autograd keeps it (a list or none,
+    # handed to the formula as the optional view again).
+    optional_vector_of = {"at::OptionalIntArrayRef": "int64_t", "at::OptionalSymIntArrayRef": "c10::SymInt"}
+    if ctype in optional_vector_of:
+        return SavedValue(name, False, f"c10::OptionalArray<{optional_vector_of[ctype]}> {name}", name, saved.expr,
+                          is_output, index)
     if ctype == "c10::string_view":
         ctype = "std::string"
     return SavedValue(name, False, f"{ctype} {name}", name, saved.expr, is_output, index)

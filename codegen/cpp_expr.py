@@ -93,6 +93,9 @@ def formula_helpers(path: str) -> set[str]:
 
 # Tensor methods whose results are SymInts (a call they are passed to takes its X_symint form).
 SYMINT_MEMBERS = frozenset({"sym_sizes", "sym_size", "sym_numel", "sym_strides"})
+# Tensor methods that take ints (sizes or dimensions): a SymInt passed to one needs its X_symint form.
+INT_TAKING_MEMBERS = frozenset({"size", "sym_size", "sum_to_size", "expand", "reshape", "view", "unsqueeze",
+                                "squeeze", "transpose", "permute", "sum", "mean"})
 
 
 @functools.lru_cache(maxsize=None)
@@ -240,8 +243,12 @@ class _Parser:
                 if member not in self.scope.members:
                     raise ExpressionError(f"'.{member}' is not a tensor method an expression may call "
                                           f"(allowed: {', '.join(sorted(self.scope.members))})")
-                text = f"{text}.{member}({self.arguments()})"
-                self.symint = self.symint or member in SYMINT_MEMBERS
+                receiver_symint, self.symint = self.symint, False
+                arguments = self.arguments()
+                if self.symint:
+                    member = self._symint_member(member)
+                self.symint = receiver_symint or member in SYMINT_MEMBERS
+                text = f"{text}.{member}({arguments})"
             else:
                 index = self.integer("an index")
                 self.take("]")
@@ -251,6 +258,16 @@ class _Parser:
                                           f"element(s), indexed from 0")
                 text = f"{text}[{index}]"
         return text
+
+    def _symint_member(self, member: str) -> str:
+        """The method to call when a SymInt is passed to `member`: its X_symint form, as for
+        at:: functions (Tensor::expand takes ints; expand_symint SymInts)."""
+        if member.endswith("_symint") or member not in INT_TAKING_MEMBERS:
+            return member  # (the others take Scalars or tensors, which a SymInt converts to)
+        if f"{member}_symint" in self.scope.members:
+            return f"{member}_symint"
+        raise ExpressionError(f"a SymInt is passed to '.{member}()', which takes ints (there is no "
+                              f".{member}_symint): declare the argument int, not SymInt")
 
     def integer(self, what: str) -> str:
         kind, token = self.kind(), self.peek()

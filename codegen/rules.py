@@ -189,10 +189,11 @@ def _category(schema_type: str) -> str:
     base = schema_type.rstrip("?")
     if base == "Tensor":
         return "tensor"
+    # An optional number or list may be None, which no rule that takes one computes with.
     if re.fullmatch(r"(int|SymInt)\[\d*\]", base):
-        return "int_list"
+        return "int_list" if base == schema_type else "optional int_list"
     if base in ("int", "SymInt"):
-        return "int"
+        return "int" if base == schema_type else "optional int"
     return base
 
 

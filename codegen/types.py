@@ -41,8 +41,15 @@ _BINDING = {
     "Tensor[]": ("const std::vector<at::Tensor>&", "{}"),
     "int[]": ("const std::vector<int64_t>&", "{}"),
     "SymInt[]": ("const std::vector<int64_t>&", "c10::fromIntArrayRefSlow({})"),
+    # None or a list: ATen's optional dimensions and sizes (sum's dim, upsampling's output_size)
+    "int[]?": ("const std::optional<std::vector<int64_t>>&",
+               "{0}.has_value() ? at::OptionalIntArrayRef(*{0}) : at::OptionalIntArrayRef()"),
+    "SymInt[]?": ("const std::optional<std::vector<int64_t>>&",
+                  "{0}.has_value() ? at::OptionalSymIntArrayRef(c10::fromIntArrayRefSlow(*{0})) "
+                  ": at::OptionalSymIntArrayRef()"),
     "int": ("int64_t", "{}"),
     "SymInt": ("int64_t", "c10::SymInt({})"),
+    "SymInt?": ("std::optional<int64_t>", "{0}.has_value() ? std::optional<c10::SymInt>(*{0}) : std::nullopt"),
     "float": ("double", "{}"),
     "bool": ("bool", "{}"),
     "str": ("const std::string&", "{}"),
@@ -60,6 +67,9 @@ _STUB = {
     "Tensor[]": "Sequence[Tensor]",
     "int[]": "int | Sequence[int]",
     "SymInt[]": "int | Sequence[int]",
+    "int[]?": "int | Sequence[int] | None",
+    "SymInt[]?": "int | Sequence[int] | None",
+    "SymInt?": "int | None",
     "int": "int",
     "SymInt": "int",
     "float": "float",
@@ -117,7 +127,7 @@ def python_default(arg: Argument) -> str:
     text = arg.default
     if text in _INT_CONSTANTS:
         return str(_INT_CONSTANTS[text])
-    if _is_list(str(arg.type)) and not text.startswith("["):
+    if _is_list(str(arg.type)) and not text.startswith("[") and text != "None":
         return f"[{text}]"
     return text
 

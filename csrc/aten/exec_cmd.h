@@ -77,6 +77,21 @@ inline void add_arg(LaunchRecord& r, c10::IntArrayRef v) {
 inline void add_arg(LaunchRecord& r, c10::SymIntArrayRef v) {
   add_arg(r, C10_AS_INTARRAYREF_SLOW(v));
 }
+// An optional list that is None reaches the kernel as NoneArg, as any optional does.
+inline void add_arg(LaunchRecord& r, at::OptionalIntArrayRef v) {
+  if (v.has_value()) {
+    add_arg(r, *v);
+  } else {
+    r.args.emplace_back(NoneArg{});
+  }
+}
+inline void add_arg(LaunchRecord& r, at::OptionalSymIntArrayRef v) {
+  if (v.has_value()) {
+    add_arg(r, *v);
+  } else {
+    r.args.emplace_back(NoneArg{});
+  }
+}
 // An optional argument that is None reaches the kernel as NoneArg.
 template <typename T>
 void add_arg(LaunchRecord& r, const std::optional<T>& v) {

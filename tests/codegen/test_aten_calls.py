@@ -20,6 +20,9 @@ def add_composite(project_dir, func: str, composite: str) -> None:
     ("npu_zeros_like_sized(Tensor self) -> Tensor", "at::zeros(self.sym_sizes(), self.options())",
      "at::zeros_symint(self.sym_sizes(), self.options())"),
     ("npu_and(Tensor self, Tensor other) -> Tensor", "at::__and__(self, other)", "at::__and__(self, other)"),
+    # a method takes its X_symint form too, and what its arguments pass stays inside its call
+    ("npu_grown(Tensor self, SymInt[] size) -> Tensor", "at::mul(self.expand(size), 2)",
+     "at::mul(self.expand_symint(size), 2)"),
 ])
 def test_calls_that_pass_symints_take_atens_symint_form_and_compile(codegen, emit, project_dir, tmp_path,
                                                                      func, composite, cpp):
@@ -36,6 +39,7 @@ def test_calls_that_pass_symints_take_atens_symint_form_and_compile(codegen, emi
     ("at::and(self, other)", "'at::and', which is not an aten operator function (ATen/ops/and.h declares __and__)"),
     ("at::item(self)", "'at::item', which is not an aten operator function (ATen has it as a Tensor method only"),
     ("at::gcd(self, k)", "passes a SymInt to 'at::gcd', which takes plain integers"),
+    ("self.unsqueeze(k)", "a SymInt is passed to '.unsqueeze()', which takes ints (there is no .unsqueeze_symint)"),
 ])
 def test_calls_that_would_not_compile_are_problems_at_check(codegen, project_dir, composite, message):
     add_composite(project_dir, "npu_bad(Tensor self, Tensor other, SymInt k) -> Tensor", composite)
@@ -59,3 +63,21 @@ def test_a_stub_entry_listing_a_dtype_twice_is_refused(codegen, project_dir):
     with pytest.raises(codegen.CodegenError) as caught:
         codegen.load_project(str(project_dir))
     assert "dtype 'float32' is listed twice" in str(caught.value)
+
+
+def test_atens_optional_lists_and_symints_reach_the_binding_kernel_and_backward(codegen, emit, project_dir, tmp_path):
+    # int[1]? / SymInt[1]? / SymInt? arguments: None or a value through the Python binding, and an
+    # optional list the backward needs is kept as a list (the argument's view would dangle).
+    func = "npu_rows(Tensor self, Tensor other, int[1]? dim=None, SymInt[1]? size=None, SymInt? pad=None) -> Tensor"
+    edit(project_dir / "op_plugin_functions.yaml", "\ncustom:\n",
+         f"\ncustom:\n  - func: {func}\n    exec: add_custom, self, other, out\n"
+         f"    out: {{size: self, dtype: self}}\n    dtypes: [float32]\n")
+    with open(project_dir / "derivatives.yaml", "a") as f:
+        f.write(f"\n- name: {func}\n  self: grad.sum(dim, true).expand_as(self)\n"
+                f"  other: grad.sum_to_size(other.sym_sizes())\n")
+    files = emit.render(codegen.load_project(str(project_dir)))
+    backward = files["csrc/autograd/npu_rows.cpp"]
+    assert "c10::OptionalArray<int64_t> dim;" in backward and "grad.sum_to_size_symint(" in backward
+    assert "def npu_rows(self: Tensor, other: Tensor, dim: int | Sequence[int] | None = None," in \
+        files["python/torch_simhpu/__init__.pyi"]
+    compile_cpp(files, ["csrc/adapters/npu_rows.cpp", "csrc/autograd/npu_rows.cpp"], tmp_path / "generated")

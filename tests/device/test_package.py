@@ -178,9 +178,14 @@ custom:
     dtypes: [float32, float64]
     variants: [out, inplace]
     doc: self moved towards target by weight.
-  - func: npu_sum_as(Tensor self, *, ScalarType? dtype=None) -> Tensor
-    composite: at::sum(self, dtype)
-    doc: The sum of self, in dtype.
+  - func: npu_sum_as(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+    composite: at::sum(self, dim, keepdim, dtype)
+    doc: The sum of self over dim (None, all), in dtype.
+  # ATen's optional sizes: None or a list, and None or a number.
+  - func: npu_add_rows(Tensor self, Tensor other, SymInt[1]? rows=None, SymInt? pad=None) -> Tensor
+    elementwise: self + other
+    dtypes: [float32]
+    doc: self + other; rows and pad are passed and unused.
 """
 
 
@@ -223,6 +228,11 @@ torch.testing.assert_close(y.cpu(), expected)
 towards = torch.compile(lambda a, b: _C.npu_towards(a, b, 0.25), fullgraph=True)
 torch.testing.assert_close(towards(x, t).cpu(), expected)
 torch.testing.assert_close(_C.npu_sum_as(x, dtype=torch.float64).cpu(), x.cpu().double().sum())
+m = torch.randn(3, 4, device="simhpu")
+torch.testing.assert_close(_C.npu_sum_as(m, [1], True).cpu(), m.cpu().sum(1, keepdim=True))
+torch.testing.assert_close(_C.npu_sum_as(m, dim=[0, 1]).cpu(), m.cpu().sum())
+torch.testing.assert_close(_C.npu_add_rows(m, m, [3], 2).cpu(), 2 * m.cpu())
+torch.testing.assert_close(_C.npu_add_rows(m, m).cpu(), 2 * m.cpu())
 print("OK")
 """
     done = run_python(code, tmp_path, PYTHONPATH=str(site))
