@@ -66,6 +66,8 @@ SEMANTIC = [
     (r"Tensor (\w+), ", r"Tensor grad_fn, "),
     (r"dtypes: \[(\w+)", r"dtypes: [\1, \1"),                          # a dtype listed twice
     (r"float (\w+)=1\.0\)", r"SymInt \1=1)"),                           # an argument becomes a SymInt
+    (r"int\[1\] dim", "int[1]? dim=None"),                            # a list becomes optional (ATen's sum)
+    (r"SymInt\[\] (\w+)", r"SymInt[]? \1=None"),
     (r"composite: .*", 'composite: "at::topk(x, 2)"'),                    # an ATen call with tuple result
     (r"composite: .*", 'composite: "at::and(x, y)"'),                      # C++'s and, ATen's __and__
     (r"composite: .*", 'composite: "at::__and__(x, y)"'),
