@@ -305,12 +305,15 @@ def _saved_value(saved, is_output: bool, index: int = 0) -> SavedValue:
                           is_output, index)
     # An optional list is a view too: kept as ATen's own autograd keeps it (a list or none,
     # handed to the formula as the optional view again).
-    optional_vector_of = {"at::OptionalIntArrayRef": "int64_t", "at::OptionalSymIntArrayRef": "c10::SymInt"}
+    optional_vector_of = {"at::OptionalIntArrayRef": "int64_t", "at::OptionalSymIntArrayRef": "c10::SymInt",
+                          "::std::optional<at::ArrayRef<double>>": "double"}
     if ctype in optional_vector_of:
         return SavedValue(name, False, f"c10::OptionalArray<{optional_vector_of[ctype]}> {name}", name, saved.expr,
                           is_output, index)
     if ctype == "c10::string_view":
         ctype = "std::string"
+    if ctype == "::std::optional<c10::string_view>":  # (kept as a string: the view would dangle)
+        ctype = "std::optional<std::string>"
     return SavedValue(name, False, f"{ctype} {name}", name, saved.expr, is_output, index)
 
 

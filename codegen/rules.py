@@ -189,12 +189,14 @@ def _category(schema_type: str) -> str:
     base = schema_type.rstrip("?")
     if base == "Tensor":
         return "tensor"
-    # An optional number or list may be None, which no rule that takes one computes with.
     if re.fullmatch(r"(int|SymInt)\[\d*\]", base):
-        return "int_list" if base == schema_type else "optional int_list"
-    if base in ("int", "SymInt"):
-        return "int" if base == schema_type else "optional int"
-    return base
+        category = "int_list"
+    elif base in ("int", "SymInt"):
+        category = "int"
+    else:
+        category = base
+    # An optional value may be None, which no rule that takes one computes with.
+    return category if base == schema_type else f"optional {category}"
 
 
 def _check_param(param: str, arg, arg_types: dict[str, str], fn: str):

@@ -68,16 +68,20 @@ def test_a_stub_entry_listing_a_dtype_twice_is_refused(codegen, project_dir):
 def test_atens_optional_lists_and_symints_reach_the_binding_kernel_and_backward(codegen, emit, project_dir, tmp_path):
     # int[1]? / SymInt[1]? / SymInt? arguments: None or a value through the Python binding, and an
     # optional list the backward needs is kept as a list (the argument's view would dangle).
-    func = "npu_rows(Tensor self, Tensor other, int[1]? dim=None, SymInt[1]? size=None, SymInt? pad=None) -> Tensor"
+    func = ("npu_rows(Tensor self, Tensor other, int[1]? dim=None, SymInt[1]? size=None, SymInt? pad=None, "
+            "str? mode=None, float[]? scales=None) -> Tensor")
     edit(project_dir / "op_plugin_functions.yaml", "\ncustom:\n",
          f"\ncustom:\n  - func: {func}\n    exec: add_custom, self, other, out\n"
          f"    out: {{size: self, dtype: self}}\n    dtypes: [float32]\n")
     with open(project_dir / "derivatives.yaml", "a") as f:
+        # (built, not run: the formula only has to save each optional kind and pass it on)
         f.write(f"\n- name: {func}\n  self: grad.sum(dim, true).expand_as(self)\n"
-                f"  other: grad.sum_to_size(other.sym_sizes())\n")
+                f"  other: at::div(at::_upsample_nearest_exact1d(grad, size, scales), 1, mode)\n")
     files = emit.render(codegen.load_project(str(project_dir)))
     backward = files["csrc/autograd/npu_rows.cpp"]
-    assert "c10::OptionalArray<int64_t> dim;" in backward and "grad.sum_to_size_symint(" in backward
+    for saved in ("c10::OptionalArray<int64_t> dim;", "c10::OptionalArray<c10::SymInt> size;",
+                  "c10::OptionalArray<double> scales;", "std::optional<std::string> mode;"):
+        assert saved in backward
     assert "def npu_rows(self: Tensor, other: Tensor, dim: int | Sequence[int] | None = None," in \
         files["python/torch_simhpu/__init__.pyi"]
     compile_cpp(files, ["csrc/adapters/npu_rows.cpp", "csrc/autograd/npu_rows.cpp"], tmp_path / "generated")

@@ -182,7 +182,7 @@ custom:
     composite: at::sum(self, dim, keepdim, dtype)
     doc: The sum of self over dim (None, all), in dtype.
   # ATen's optional sizes: None or a list, and None or a number.
-  - func: npu_add_rows(Tensor self, Tensor other, SymInt[1]? rows=None, SymInt? pad=None) -> Tensor
+  - func: npu_add_rows(Tensor self, Tensor other, SymInt[1]? rows=None, SymInt? pad=None, str? mode=None, float[]? scales=None) -> Tensor
     elementwise: self + other
     dtypes: [float32]
     doc: self + other; rows and pad are passed and unused.
@@ -231,7 +231,7 @@ torch.testing.assert_close(_C.npu_sum_as(x, dtype=torch.float64).cpu(), x.cpu().
 m = torch.randn(3, 4, device="simhpu")
 torch.testing.assert_close(_C.npu_sum_as(m, [1], True).cpu(), m.cpu().sum(1, keepdim=True))
 torch.testing.assert_close(_C.npu_sum_as(m, dim=[0, 1]).cpu(), m.cpu().sum())
-torch.testing.assert_close(_C.npu_add_rows(m, m, [3], 2).cpu(), 2 * m.cpu())
+torch.testing.assert_close(_C.npu_add_rows(m, m, [3], 2, "nearest", [2.0, 0.5]).cpu(), 2 * m.cpu())
 torch.testing.assert_close(_C.npu_add_rows(m, m).cpu(), 2 * m.cpu())
 print("OK")
 """
