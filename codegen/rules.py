@@ -227,18 +227,17 @@ def _check_param(param: str, arg, arg_types: dict[str, str], fn: str):
     return Literal(value)
 
 
-# The rules that take dimensions: rule -> (position of the tensor, position of the dimension or dimensions).
-_DIMENSION_ARGS = {"reduce": (0, 1), "index_shape": (0, 1), "gather_index": (0, 1)}
+# The rules whose first argument is a tensor and second its dimension (or dimensions).
+_DIMENSION_RULES = frozenset({"reduce", "index_shape", "gather_index"})
 
 
 def dimension_out_of_range(rule: Rule, sample: dict) -> str | None:
     """What is wrong with the dimensions `rule` gives for a sample's inputs
     ({argument: shape or value}), when the sample tells the tensor's rank and
     the dimensions; None when they are in range, or not known."""
-    if rule.fn not in _DIMENSION_ARGS:
+    if rule.fn not in _DIMENSION_RULES:
         return None
-    tensor_at, dims_at = _DIMENSION_ARGS[rule.fn]
-    tensor, dims = rule.args[tensor_at], rule.args[dims_at]
+    tensor, dims = rule.args[0], rule.args[1]
     shape = sample.get(tensor.name) if isinstance(tensor, ArgRef) else None
     dims = sample.get(dims.name) if isinstance(dims, ArgRef) else dims.value
     if not isinstance(shape, list) or dims is None:
