@@ -1,0 +1,520 @@
+"""Timing a real part: the calls a device profile is fitted on, and whole training steps.
+
+This module needs torch alone (not torch_simhpu's extension), so it runs on any machine
+torch runs on, an H100 without simhpu built included:
+
+    python torch_simhpu/part_measure.py --device cuda -o rows.json     # by path: no package import
+
+`python -m torch_simhpu.profile_part` calls it and then fits a profile on what it measured.
+Rows have the shape of ../shared/measurements' files: kind, call, the call's sizes, seconds and
+how they were timed. Every case is built from a description (CASES), so the pricing side can
+make the same call on simhpu (torch_simhpu/profile_part.py, `call_of`).
+
+How a call is timed:
+- on CUDA: warmed up 3 times; a call expected under ~100 us is captured 20 times in a CUDA
+  graph and the replay timed with events (the device's time alone, no launch gaps); a longer
+  one with events around each call, the median of the repeats;
+- elsewhere (the CPU, or any device with torch.accelerator): wall clock around each call after
+  synchronising, the median of the repeats (the host's time is the part's time there).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+# ----------------------------------------------------------------------------------------
+# What is measured. Each case: kind, a call name (what the row's "call" says), sizes.
+# The GPU set mirrors ../shared/measurements/h100-sxm-2026-11-27.json's kinds at its sizes;
+# the CPU set is the same kinds at sizes a laptop-class host runs in seconds.
+# ----------------------------------------------------------------------------------------
+
+GEMM = "torch.mm(a, b)"
+BMM = "torch.bmm(a, b)"
+CONV_F = "F.conv2d forward"
+CONV_FB = "F.conv2d forward + backward"
+SDPA_F = "scaled_dot_product_attention forward"
+SDPA_FB = "scaled_dot_product_attention forward + backward"
+ELEMENTWISE = ("x + y", "x * y", "F.silu(x)", "torch.exp(x)", "F.gelu(x, approximate='tanh')", "x.to(other dtype)",
+               "F.dropout(x, 0.1)", "x.clone()")
+REDUCTION = ("x.sum()", "x.sum(-1)")
+ROWWISE = ("torch.softmax(x, -1)", "torch.softmax(x, -1) forward + backward", "F.layer_norm(x, (cols,), w) forward",
+           "F.layer_norm(x, (cols,), w) forward + backward", "x.contiguous() of x.t()", "torch.cat((x, x), -1)",
+           "F.cross_entropy(logits, y) forward + backward")
+EMBEDDING = "F.embedding(idx, w) forward + backward"
+ADAMW = ("AdamW step (foreach)", "AdamW step (fused)", "AdamW step (for-loop)")
+HOST_LINK = ("device.copy_(host), host pinned", "device.copy_(host), host pageable",
+             "host.copy_(device), host pinned", "host.copy_(device), host pageable")
+LAUNCH_HOST = "x.add_(1) on a 1-element tensor in a Python loop: host seconds per call"
+
+
+def gpu_cases() -> list[dict]:
+    cases = []
+    for n in (256, 1024, 2048, 4096, 8192):
+        cases.append(dict(kind="gemm", call=GEMM, dtype="bfloat16", m=n, n=n, k=n))
+    for m, n, k in ((8192, 4096, 4096), (8192, 14336, 4096), (8192, 4096, 14336), (4096, 4096, 65536),
+                    (16, 4096, 4096), (128, 8192, 8192), (2048, 2048, 32768), (1024, 50304, 768),
+                    (8192, 2304, 768), (4096, 11008, 4096), (512, 4096, 4096), (8192, 1024, 4096)):
+        cases.append(dict(kind="gemm", call=GEMM, dtype="bfloat16", m=m, n=n, k=k))
+    cases.append(dict(kind="gemm", call=GEMM, dtype="float16", m=4096, n=4096, k=4096))
+    for tf32 in (False, True):
+        cases.append(dict(kind="gemm", call=GEMM, dtype="float32", tf32=tf32, m=4096, n=4096, k=4096))
+    for batch, m, n, k in ((64, 2048, 128, 2048), (64, 2048, 2048, 128), (512, 128, 128, 128)):
+        cases.append(dict(kind="gemm", call=BMM, dtype="bfloat16", batch=batch, m=m, n=n, k=k))
+    for inp, w, stride, pad in (([64, 64, 56, 56], [64, 64, 3, 3], 1, 1), ([64, 256, 56, 56], [64, 256, 1, 1], 1, 0),
+                                ([64, 512, 7, 7], [512, 512, 3, 3], 1, 1), ([64, 3, 224, 224], [64, 3, 7, 7], 2, 3)):
+        for call in (CONV_F, CONV_FB):
+            cases.append(dict(kind="gemm", call=call, dtype="bfloat16", input=inp, weight=w, stride=stride, padding=pad))
+    for seq in (512, 2048, 8192, 16384):
+        for backend in ("default", "flash"):
+            for causal in (False, True):
+                for call in (SDPA_F, SDPA_FB):
+                    cases.append(dict(kind="attention", call=call, backend=backend, dtype="bfloat16",
+                                      batch=16384 // seq, heads=16, kv_heads=16, seq=seq, head_dim=128, causal=causal))
+    for seq, hd, heads, kv in ((4096, 64, 32, 32), (4096, 128, 32, 8)):
+        for call in (SDPA_F, SDPA_FB):
+            cases.append(dict(kind="attention", call=call, backend="default", dtype="bfloat16", batch=4, heads=heads,
+                              kv_heads=kv, seq=seq, head_dim=hd, causal=True))
+    for numel in (1 << 16, 1 << 20, 1 << 24, 1 << 27):
+        for dtype in ("bfloat16", "float32"):
+            for call in ELEMENTWISE + ("x.sum()",):
+                cases.append(dict(kind="memory-bound", call=call, dtype=dtype, numel=numel))
+    for shape in ([8192, 4096], [16384, 8192], [4096, 32768]):
+        for call in ("x.sum(-1)",) + ROWWISE[:-1]:
+            cases.append(dict(kind="memory-bound", call=call, dtype="bfloat16", shape=shape))
+    for shape in ([8192, 32000], [4096, 128256]):
+        cases.append(dict(kind="memory-bound", call=ROWWISE[-1], dtype="float32", shape=shape))
+    for shape in ([32000, 4096], [128256, 4096]):
+        cases.append(dict(kind="memory-bound", call=EMBEDDING, dtype="bfloat16", shape=shape, tokens=8192))
+    for tensors, width in ((148, 768), (98, 2048)):
+        for call in ADAMW:
+            cases.append(dict(kind="optimizer", call=call, tensors=tensors, width=width))
+    for call in HOST_LINK:
+        cases.append(dict(kind="host link", call=call, bytes=1 << 28))
+    cases.append(dict(kind="launch", call=LAUNCH_HOST))
+    return cases
+
+
+def cpu_cases() -> list[dict]:
+    cases = []
+    for m, n, k in ((64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 512, 512),
+                    (512, 2048, 128), (128, 128, 2048), (1024, 256, 1024)):
+        cases.append(dict(kind="gemm", call=GEMM, dtype="float32", m=m, n=n, k=k))
+    cases.append(dict(kind="gemm", call=GEMM, dtype="bfloat16", m=256, n=256, k=256))
+    cases.append(dict(kind="gemm", call=BMM, dtype="float32", batch=32, m=64, n=64, k=64))
+    for inp, w, stride, pad in (([8, 16, 32, 32], [16, 16, 3, 3], 1, 1), ([8, 3, 64, 64], [16, 3, 7, 7], 2, 3)):
+        for call in (CONV_F, CONV_FB):
+            cases.append(dict(kind="gemm", call=call, dtype="float32", input=inp, weight=w, stride=stride, padding=pad))
+    for seq in (64, 256):
+        for causal in (False, True):
+            for call in (SDPA_F, SDPA_FB):
+                cases.append(dict(kind="attention", call=call, backend="default", dtype="float32",
+                                  batch=2, heads=4, kv_heads=4, seq=seq, head_dim=32, causal=causal))
+    for numel in (1 << 10, 1 << 16, 1 << 20, 1 << 22):
+        for call in ELEMENTWISE + ("x.sum()",):
+            cases.append(dict(kind="memory-bound", call=call, dtype="float32", numel=numel))
+    for shape in ([256, 512], [1024, 1024]):
+        for call in ("x.sum(-1)",) + ROWWISE[:-1]:
+            cases.append(dict(kind="memory-bound", call=call, dtype="float32", shape=shape))
+        cases.append(dict(kind="memory-bound", call=ROWWISE[-1], dtype="float32", shape=shape))
+    cases.append(dict(kind="memory-bound", call=EMBEDDING, dtype="float32", shape=[4096, 256], tokens=512))
+    for call in ADAMW:
+        cases.append(dict(kind="optimizer", call=call, tensors=24, width=128))
+    cases.append(dict(kind="launch", call=LAUNCH_HOST))
+    return cases
+
+
+# ----------------------------------------------------------------------------------------
+# Building a case's call: a function of no arguments that makes the call once, on `device`.
+# ----------------------------------------------------------------------------------------
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
+
+
+def _randn(*shape, device, dtype, grad=False):
+    t = torch.randn(*shape, device=device, dtype=dtype)
+    return t.requires_grad_(grad)
+
+
+def build(case: dict, device) -> callable:
+    """The call `case` describes, on `device`: tensors made, a function that makes the call once."""
+    dtype = DTYPES.get(case.get("dtype", "float32"), torch.float32)
+    call = case["call"]
+    kind = case["kind"]
+    if kind == "gemm" and call in (GEMM, BMM):
+        lead = (case["batch"],) if call == BMM else ()
+        a = _randn(*lead, case["m"], case["k"], device=device, dtype=dtype)
+        b = _randn(*lead, case["k"], case["n"], device=device, dtype=dtype)
+        op = torch.bmm if call == BMM else torch.mm
+        return lambda: op(a, b)
+    if kind == "gemm":
+        x = _randn(*case["input"], device=device, dtype=dtype, grad=call == CONV_FB)
+        w = _randn(*case["weight"], device=device, dtype=dtype, grad=call == CONV_FB)
+        if call == CONV_F:
+            return lambda: F.conv2d(x, w, stride=case["stride"], padding=case["padding"])
+        out = F.conv2d(x, w, stride=case["stride"], padding=case["padding"])
+        g = torch.randn_like(out)
+        return lambda: torch.autograd.grad(F.conv2d(x, w, stride=case["stride"], padding=case["padding"]), (x, w), g)
+    if kind == "attention":
+        backward = call == SDPA_FB
+        q = _randn(case["batch"], case["heads"], case["seq"], case["head_dim"], device=device, dtype=dtype, grad=backward)
+        k, v = (_randn(case["batch"], case["kv_heads"], case["seq"], case["head_dim"], device=device, dtype=dtype,
+                       grad=backward) for _ in range(2))
+        gqa = case["kv_heads"] != case["heads"]
+
+        def forward():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"], enable_gqa=gqa)
+        if not backward:
+            return forward
+        g = torch.randn_like(q)
+        return lambda: torch.autograd.grad(forward(), (q, k, v), g)
+    if kind == "memory-bound":
+        return _memory_bound(case, device, dtype)
+    if kind == "optimizer":
+        return _adamw(case, device)
+    if kind == "host link":
+        n = case["bytes"]
+        on_device = torch.empty(n, dtype=torch.uint8, device=device)
+        pinned = "pinned" in call and torch.device(device).type != "cpu"
+        host = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
+        if call.startswith("device.copy_"):
+            return lambda: on_device.copy_(host, non_blocking=True)
+        return lambda: host.copy_(on_device, non_blocking=True)
+    if kind == "launch":
+        x = torch.zeros(1, device=device)
+        return lambda: x.add_(1)
+    raise ValueError(f"part_measure: no way to build a case of kind {kind!r} and call {call!r}")
+
+
+def _memory_bound(case: dict, device, dtype) -> callable:
+    call = case["call"]
+    shape = case.get("shape") or [case["numel"]]
+    if call == EMBEDDING:
+        w = _randn(*shape, device=device, dtype=dtype, grad=True)
+        idx = torch.randint(0, shape[0], (case["tokens"],), device=device)
+        g = torch.randn(case["tokens"], shape[1], device=device, dtype=dtype)
+        return lambda: torch.autograd.grad(F.embedding(idx, w), (w,), g)
+    if call == ROWWISE[-1]:  # cross-entropy forward + backward
+        logits = _randn(*shape, device=device, dtype=dtype, grad=True)
+        y = torch.randint(0, shape[1], (shape[0],), device=device)
+        return lambda: torch.autograd.grad(F.cross_entropy(logits, y), (logits,))
+    backward = "forward + backward" in call
+    x = _randn(*shape, device=device, dtype=dtype, grad=backward)
+    y = torch.randn(*shape, device=device, dtype=dtype)
+    other = torch.float32 if dtype != torch.float32 else torch.bfloat16
+    if call.startswith("F.layer_norm"):
+        w = _randn(shape[-1], device=device, dtype=dtype, grad=backward)
+        if not backward:
+            return lambda: F.layer_norm(x, (shape[-1],), w)
+        g = torch.randn_like(x)
+        return lambda: torch.autograd.grad(F.layer_norm(x, (shape[-1],), w), (x, w), g)
+    if call.startswith("torch.softmax"):
+        if not backward:
+            return lambda: torch.softmax(x, -1)
+        g = torch.randn_like(x)
+        return lambda: torch.autograd.grad(torch.softmax(x, -1), (x,), g)
+    table = {
+        "x + y": lambda: x + y, "x * y": lambda: x * y, "F.silu(x)": lambda: F.silu(x),
+        "torch.exp(x)": lambda: torch.exp(x), "F.gelu(x, approximate='tanh')": lambda: F.gelu(x, approximate="tanh"),
+        "x.to(other dtype)": lambda: x.to(other), "F.dropout(x, 0.1)": lambda: F.dropout(x, 0.1),
+        "x.clone()": lambda: x.clone(), "x.sum()": lambda: x.sum(), "x.sum(-1)": lambda: x.sum(-1),
+        "x.contiguous() of x.t()": lambda: x.t().contiguous(), "torch.cat((x, x), -1)": lambda: torch.cat((x, x), -1),
+    }
+    return table[call]
+
+
+def adamw_shapes(tensors: int, width: int) -> list[tuple[int, ...]]:
+    """A transformer's parameter set: per layer four square-ish matrices, two MLP ones and
+    norms' vectors, `width` wide, until `tensors` tensors (embeddings first)."""
+    shapes = [(8 * width * 8, width)]  # an embedding of 64 x width rows
+    layer = [(width,), (width,), (3 * width, width), (3 * width,), (width, width), (width,), (width,), (width,),
+             (4 * width, width), (4 * width,), (width, 4 * width), (width,)]
+    while len(shapes) < tensors:
+        shapes.append(layer[(len(shapes) - 1) % len(layer)])
+    return shapes[:tensors]
+
+
+def _adamw(case: dict, device) -> callable:
+    shapes = adamw_shapes(case["tensors"], case["width"])
+    params = [torch.randn(s, device=device).requires_grad_() for s in shapes]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    call = case["call"]
+    options = {"foreach": call.endswith("(foreach)"), "fused": call.endswith("(fused)")}
+    if torch.device(device).type == "cpu" and options["fused"]:
+        options = {"fused": True}
+    optimizer = torch.optim.AdamW(params, lr=1e-3, **options)
+    case["numel"] = sum(math.prod(s) for s in shapes)
+    return optimizer.step
+
+
+# ----------------------------------------------------------------------------------------
+# Timing.
+# ----------------------------------------------------------------------------------------
+
+def _sync(device) -> None:
+    kind = torch.device(device).type
+    if kind == "cpu":
+        return
+    if hasattr(torch, "accelerator") and torch.accelerator.is_available():
+        torch.accelerator.synchronize()
+    else:
+        getattr(torch, kind).synchronize()
+
+
+@contextlib.contextmanager
+def _settings(case: dict):
+    """What the case asks of torch's global settings (TF32, an SDPA backend), restored after."""
+    with contextlib.ExitStack() as stack:
+        if "tf32" in case:
+            before = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = case["tf32"]
+            before_precision = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("high" if case["tf32"] else "highest")
+            stack.callback(torch.set_float32_matmul_precision, before_precision)
+            stack.callback(setattr, torch.backends.cuda.matmul, "allow_tf32", before)
+        if case.get("backend") == "flash":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            stack.enter_context(sdpa_kernel(SDPBackend.FLASH_ATTENTION))
+        yield
+
+
+def time_call(fn, device, case: dict, budget: float = 2.0) -> tuple[float, str]:
+    """(seconds of one call, how it was timed)."""
+    kind = torch.device(device).type
+    if case["kind"] == "launch":
+        return _time_host_loop(fn, device, budget)
+    if case["kind"] == "host link" and kind == "cpu":
+        raise ValueError("a host link needs a device apart from the host")
+    for _ in range(3):
+        fn()
+    _sync(device)
+    if kind != "cuda":
+        return _time_wall(fn, device, budget)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    once = start.elapsed_time(end) / 1e3
+    graphable = case["kind"] not in ("optimizer", "host link")
+    if once < 100e-6 and graphable:
+        try:
+            return _time_graph(fn), "device (CUDA graph of 20 calls, median of 5 replays)"
+        except Exception:  # noqa: BLE001 - a call a graph cannot capture: timed with events
+            torch.cuda.synchronize()
+    repeats = max(5, min(20, int(budget / max(once, 1e-6))))
+    times = []
+    for _ in range(repeats):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times), f"device (CUDA events around one call, median of {repeats})"
+
+
+def _time_graph(fn, calls: int = 20) -> float:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(5):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / calls)
+    return statistics.median(times)
+
+
+def _time_wall(fn, device, budget: float) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    once = time.perf_counter() - t0
+    repeats = max(3, min(30, int(budget / max(once, 1e-7))))
+    inner = max(1, int(1e-3 / max(once, 1e-7)))  # a call under a millisecond: several a timing
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        _sync(device)
+        times.append((time.perf_counter() - t0) / inner)
+    return statistics.median(times), f"wall clock around {inner} call(s) after synchronising, median of {repeats}"
+
+
+def _kernel_names(fn, case: dict) -> dict[str, int]:
+    """The CUDA kernels one call launches, by name (what the part ran: SDPA's backend, an
+    optimizer's multi-tensor-apply launches), from torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    try:
+        with _settings(case), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - the names are a note, not the measurement
+        return {}
+    names: dict[str, int] = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            names[event.name[:120]] = names.get(event.name[:120], 0) + 1
+    return names
+
+
+def _time_host_loop(fn, device, budget: float) -> tuple[float, str]:
+    calls = 2000
+    for _ in range(200):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) / calls)
+    _sync(device)
+    return statistics.median(times), f"host wall clock over {calls} calls in a Python loop, median of 5"
+
+
+# ----------------------------------------------------------------------------------------
+# Whole training steps (the model zoo of torch_simhpu/model_zoo.py), timed end to end.
+# ----------------------------------------------------------------------------------------
+
+def time_step(step, device, repeats: int = 10) -> tuple[float, str]:
+    for _ in range(3):
+        step()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), f"wall clock around one eager step after synchronising, median of {repeats}"
+
+
+def _load_zoo():
+    try:
+        from torch_simhpu import model_zoo
+    except ImportError:  # run by path, without the package (its extension not built for this torch)
+        import importlib.util
+        import pathlib
+        spec = importlib.util.spec_from_file_location("model_zoo", pathlib.Path(__file__).with_name("model_zoo.py"))
+        model_zoo = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(model_zoo)
+    return model_zoo
+
+
+# ----------------------------------------------------------------------------------------
+
+def part_description(device) -> dict:
+    device = torch.device(device)
+    out = {"device": str(device), "software": f"torch {torch.__version__}"}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        out.update(part=props.name, sms=props.multi_processor_count, memory=props.total_memory,
+                   software=f"torch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()})")
+    elif device.type == "cpu":
+        import platform
+        out.update(part=platform.processor() or platform.machine(), threads=torch.get_num_threads())
+    return out
+
+
+def measure(device: str, cases: list[dict], *, time_limit: float, log=print, steps: list[str] = (),
+            zoo_scale: str | None = None) -> dict:
+    """Times every case (and every named model zoo step) on `device` within `time_limit` seconds."""
+    try:
+        torch.empty(1, device=device)
+    except Exception as error:  # noqa: BLE001 - named with the device, nothing measured
+        raise ValueError(f"profile_part: torch has no usable device {device!r}: {str(error).splitlines()[0]}") from None
+    began = time.monotonic()
+    per_case = max(0.05, time_limit / max(len(cases) + 10 * len(steps), 1) / 3)
+    rows, failures = [], []
+    for case in cases:
+        if time.monotonic() - began > time_limit:
+            raise TimeoutError(f"profile_part: the measurements ran past {time_limit:.0f} s at {describe(case)}; "
+                               "give more time (--time-limit) or fewer cases")
+        case = dict(case)
+        try:
+            with _settings(case):
+                fn = build(case, device)
+                seconds, how = time_call(fn, device, case, budget=per_case)
+        except Exception as error:  # noqa: BLE001 - a failed measurement is named with its call
+            failures.append(f"{describe(case)}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+            log(f"  failed: {failures[-1]}")
+            continue
+        finally:
+            fn = None
+            if torch.device(device).type == "cuda":
+                torch.cuda.empty_cache()
+        case.update(seconds=seconds, timing=how)
+        if torch.device(device).type == "cuda" and case["kind"] in ("attention", "optimizer"):
+            case["kernels"] = _kernel_names(build(case, device), case)
+        rows.append(case)
+        log(f"  {seconds * 1e6:12.2f} us  {describe(case)}")
+    if steps:
+        zoo = _load_zoo()
+        for name in steps:
+            try:
+                step = zoo.training_step(name, device, scale=zoo_scale or _zoo_scale(device))
+                seconds, how = time_step(step, device)
+            except Exception as error:  # noqa: BLE001
+                failures.append(f"training step {name}: {type(error).__name__}: {str(error).splitlines()[0]}")
+                log(f"  failed: {failures[-1]}")
+                continue
+            rows.append(dict(kind="step", call=f"eager training step of {name}", model=name,
+                             scale=zoo_scale or _zoo_scale(device), seconds=seconds, timing=how))
+            log(f"  {seconds * 1e3:12.3f} ms  training step {name}")
+            step = None
+            if torch.device(device).type == "cuda":
+                torch.cuda.empty_cache()
+    out = part_description(device)
+    out.update(measured=time.strftime("%Y-%m-%d"), seconds_taken=round(time.monotonic() - began, 1),
+               method=__doc__.split("How a call is timed:")[1].strip(), rows=rows, failures=failures)
+    return out
+
+
+def _zoo_scale(device) -> str:
+    return "cpu" if torch.device(device).type == "cpu" else "gpu"
+
+
+def describe(case: dict) -> str:
+    sizes = ", ".join(f"{k}={v}" for k, v in case.items() if k not in ("kind", "call", "seconds", "timing"))
+    return f"{case['call']} ({sizes})"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Time the calls a device profile is fitted on, on a real part.")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("-o", "--output", required=True)
+    parser.add_argument("--time-limit", type=float, default=480.0)
+    parser.add_argument("--steps", default="", help="model zoo steps to time as well, comma-separated")
+    args = parser.parse_args(argv)
+    cases = cpu_cases() if torch.device(args.device).type == "cpu" else gpu_cases()
+    steps = [s for s in args.steps.split(",") if s]
+    result = measure(args.device, cases, time_limit=args.time_limit, steps=steps)
+    with open(args.output, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"{len(result['rows'])} rows, {len(result['failures'])} failures, {result['seconds_taken']} s: {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
