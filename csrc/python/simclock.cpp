@@ -62,15 +62,36 @@ DeviceProfile profile_of(const py::dict& d) {
     p.matrix_split_k = units["split_k"].cast<int>();
     p.matrix_tile_overhead = units["tile_overhead"].cast<double>();
   }
-  if (d.contains("attention")) {
+  if (d.contains("tf32_flops")) p.tf32_flops = d["tf32_flops"].cast<double>();
+  if (d.contains("attention")) {  // {backend: {pass: curve}}, backends by AttentionBackend's order
     const auto attention = d["attention"].cast<py::dict>();
-    for (auto [pass, curve] : {std::pair{"forward", &p.attention_forward}, std::pair{"backward", &p.attention_backward}}) {
-      if (!attention.contains(pass)) continue;
-      const auto given = attention[pass].cast<py::dict>();
-      curve->sequence = given["sequence"].cast<std::vector<double>>();
-      curve->flops = given["flops"].cast<std::vector<double>>();
-      if (given.contains("causal_flops")) curve->causal_flops = given["causal_flops"].cast<std::vector<double>>();
+    const char* backends[] = {"flash", "cudnn", "efficient"};
+    for (size_t b = 0; b < p.attention_forward.size(); ++b) {
+      if (!attention.contains(backends[b])) continue;
+      const auto curves = attention[backends[b]].cast<py::dict>();
+      for (auto [pass, curve] : {std::pair{"forward", &p.attention_forward[b]}, std::pair{"backward", &p.attention_backward[b]}}) {
+        if (!curves.contains(pass)) continue;
+        const auto given = curves[pass].cast<py::dict>();
+        curve->sequence = given["sequence"].cast<std::vector<double>>();
+        curve->flops = given["flops"].cast<std::vector<double>>();
+        if (given.contains("causal_flops")) curve->causal_flops = given["causal_flops"].cast<std::vector<double>>();
+      }
     }
+  }
+  if (d.contains("memory_classes")) {  // {class name: {traffic, floor}}, every class (Python fills them)
+    const auto classes = d["memory_classes"].cast<py::dict>();
+    for (size_t c = 0; c < p.memory_classes.size(); ++c) {
+      const char* name = simclock::memory_class_name(static_cast<simclock::MemoryClass>(c));
+      if (!classes.contains(name)) continue;
+      const auto given = classes[name].cast<py::dict>();
+      p.memory_classes[c] = simclock::ClassCost{given["traffic"].cast<double>(), given["floor"].cast<double>()};
+    }
+  }
+  if (d.contains("multi_tensor_apply")) {
+    const auto mta = d["multi_tensor_apply"].cast<py::dict>();
+    p.multi_tensor.chunk = mta["chunk"].cast<int64_t>();
+    p.multi_tensor.blocks = mta["blocks"].cast<int64_t>();
+    p.multi_tensor.tensors = mta["tensors"].cast<std::vector<int64_t>>();
   }
   const auto eff = d["efficiency"].cast<py::dict>();
   p.matrix_efficiency = eff["matrix"].cast<double>();
@@ -79,6 +100,7 @@ DeviceProfile profile_of(const py::dict& d) {
   p.memory_efficiency = eff["memory"].cast<double>();
   p.host_link_efficiency = eff["host_link"].cast<double>();
   p.fabric_efficiency = eff["fabric"].cast<double>();
+  if (eff.contains("convolution")) p.convolution_efficiency = eff["convolution"].cast<double>();
   return p;
 }
 
@@ -106,6 +128,11 @@ py::object to_python(const c10::IValue& v) {
     return out;
   }
   if (v.isIntList()) return py::cast(v.toIntVector());
+  if (v.isBoolList()) {  // (convolution_backward's output_mask)
+    py::list out;
+    for (bool b : v.toBoolList()) out.append(py::bool_(b));
+    return out;
+  }
   if (v.isInt()) return py::cast(v.toInt());
   if (v.isDouble()) return py::cast(v.toDouble());
   if (v.isBool()) return py::cast(v.toBool());
@@ -184,6 +211,31 @@ void bind_simclock(py::module_& m) {
     const simclock::CollectiveCost cost = simclock::collective_cost(k, bytes, ranks, nodes, p);
     return py::make_tuple(cost.seconds, cost.latency, nodes);
   });
+  m.def("_simclock_set_op_classes", [](const std::unordered_map<std::string, std::string>& classes) {
+    using simclock::MemoryClass;
+    std::unordered_map<std::string, MemoryClass> named;
+    for (const auto& [op, class_name] : classes) {
+      bool found = false;
+      for (size_t c = 0; c < static_cast<size_t>(MemoryClass::Count); ++c) {
+        if (class_name == simclock::memory_class_name(static_cast<MemoryClass>(c))) {
+          named[op] = static_cast<MemoryClass>(c);
+          found = true;
+        }
+      }
+      TORCH_CHECK(found, "simulated time: operator ", op, ": unknown memory class '", class_name, "'");
+    }
+    simclock::set_op_classes(std::move(named));
+  });
+  m.def("_simclock_memory_classes", [] {
+    std::vector<std::string> names;
+    for (size_t c = 0; c < static_cast<size_t>(simclock::MemoryClass::Count); ++c) {
+      names.emplace_back(simclock::memory_class_name(static_cast<simclock::MemoryClass>(c)));
+    }
+    return names;
+  });
+  m.def("_simclock_multi_tensor_kernels", [](const std::vector<int64_t>& numels, int depth, const py::dict& profile) {
+    return simclock::multi_tensor_kernels(numels, depth, profile_of(profile).multi_tensor);
+  });
   m.def("_simclock_set_flop_formula", [](const py::function& formula, std::vector<std::string> names) {
     // Kept for the process's life: launches may still ask while the interpreter shuts down.
     auto* kept = new py::function(formula);
@@ -217,12 +269,15 @@ void bind_simclock(py::module_& m) {
               const auto shape = described["gemm"].cast<std::array<int64_t, 4>>();
               matrix.batch = shape[0], matrix.m = shape[1], matrix.n = shape[2], matrix.k = shape[3];
             }
-            if (described.contains("attention")) {  // (pass, causal, sequence)
+            if (described.contains("attention")) {  // (pass, causal, sequence[, backend])
               const auto attention = described["attention"].cast<py::tuple>();
               matrix.attention_pass = attention[0].cast<uint8_t>();
               matrix.causal = attention[1].cast<bool>();
               matrix.sequence = attention[2].cast<int64_t>();
+              if (attention.size() > 3) matrix.attention_backend = attention[3].cast<uint8_t>();
             }
+            if (described.contains("tf32")) matrix.tf32 = described["tf32"].cast<bool>();
+            if (described.contains("convolution")) matrix.convolution = described["convolution"].cast<bool>();
           } else {
             matrix.flops = counted.cast<double>();
           }

@@ -2,6 +2,8 @@
 // What the simulated clock knows of the part it models: rates, latencies and
 // links, as read from a profile (torch_simhpu/profiles/*.json, or the user's;
 // validated in Python, torch_simhpu/simulation.py). Seconds, bytes, FLOPs.
+#include "simclock/kernel_traits.h"
+
 #include <c10/core/ScalarType.h>
 
 #include <array>
@@ -31,12 +33,29 @@ struct CollectiveProtocol {
   double base_latency = 0, intra_hop = 0, inter_hop = 0, bandwidth = 1;
 };
 
+// What a class of vector kernels (MemoryClass, runtime/launch_work.h) costs: the
+// memory traffic its operands' bytes cause (1: each byte once; a softmax's
+// extra passes over long rows more), and the least time such a kernel takes.
+struct ClassCost {
+  double traffic = 1, floor = 0;
+};
+
+// How the part's library batches a list of tensors into kernels (CUDA's
+// multi-tensor apply): chunks of `chunk` elements, at most `blocks` chunks and
+// `tensors[depth - 1]` tensors a launch, for `depth` lists.
+struct MultiTensorApply {
+  int64_t chunk = 65536;
+  int64_t blocks = 320;
+  std::vector<int64_t> tensors{110, 64, 48, 36, 30};
+};
+
 struct DeviceProfile {
   std::string name;
   // FLOP/s of matrix units (GEMM, convolution, attention) and of vector units
   // (everything else), by dtype.
   std::array<double, static_cast<size_t>(c10::ScalarType::NumOptions)> matrix_flops{};
   std::array<double, static_cast<size_t>(c10::ScalarType::NumOptions)> vector_flops{};
+  double tf32_flops = 0;  // a float32 matmul in TF32, when the program allows it (0: the float32 rate)
   double memory_bandwidth = 0;
   double kernel_overhead = 0;       // the least a kernel takes on the device (back to back)
   double launch_latency = 0;        // from the host's launch to the earliest start
@@ -72,12 +91,17 @@ struct DeviceProfile {
   double matrix_tile_overhead = 0;  // s a tile spends besides its K loop and its outputs
   // Fused attention (flash-style kernels), forward and backward: priced by their
   // own curves instead of the matrix efficiency, when the profile gives them.
-  AttentionCurve attention_forward, attention_backward;
+  // By backend (AttentionBackend): each library's kernels have their own curves.
+  std::array<AttentionCurve, static_cast<size_t>(AttentionBackend::Count)> attention_forward, attention_backward;
+  std::array<ClassCost, static_cast<size_t>(MemoryClass::Count)> memory_classes{};
+  MultiTensorApply multi_tensor;
   // The fraction of each peak that real kernels reach.
   double matrix_efficiency = 1, vector_efficiency = 1, memory_efficiency = 1, host_link_efficiency = 1,
          fabric_efficiency = 1;
   // 8-bit (FP8, INT8) GEMMs' own, when the part's differs (0: the matrix efficiency).
   double matrix_efficiency_8bit = 0;
+  // Convolutions' own (cuDNN's kernels and their layout changes), when given (0: the matrix efficiency).
+  double convolution_efficiency = 0;
 };
 
 } // namespace simhpu::simclock

@@ -17,12 +17,18 @@ struct TensorTotals {
 };
 
 void add_tensor(TensorTotals& totals, const DeviceTensor& t) {
-  if (t.dtype == c10::ScalarType::Undefined) return;
+  if (t.dtype == c10::ScalarType::Undefined || t.same_as >= 0) return;  // (a tensor passed twice is read once)
   const double n = static_cast<double>(t.numel());
   totals.any = true;
   if (t.dim() > 0) {
-    // (a 0-dim operand is priced as a kernel argument, as a Python number is)
-    totals.bytes += n * static_cast<double>(c10::elementSize(t.dtype));
+    // (a 0-dim operand is priced as a kernel argument, as a Python number is; a
+    // dimension of stride 0 - a broadcast input, a reduction's output seen over
+    // its input's shape - is the same memory again, read or written once)
+    double distinct = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (t.strides[d] != 0 || t.sizes[d] == 0) distinct *= static_cast<double>(t.sizes[d]);
+    }
+    totals.bytes += distinct * static_cast<double>(c10::elementSize(t.dtype));
   }
   totals.largest = std::max(totals.largest, n);
   const bool floating = c10::isFloatingType(t.dtype) || c10::isComplexType(t.dtype);
@@ -78,9 +84,10 @@ std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfil
 
 // A fused attention kernel's compute time by the profile's curve for its pass,
 // if it has one: the kernel skips a causal mask's masked half.
-std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProfile& p) {
+std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProfile& p, AttentionBackend which) {
   if (cost.work != Work::Matrix || cost.attention_pass == 0) return std::nullopt;
-  const AttentionCurve& curve = cost.attention_pass == 1 ? p.attention_forward : p.attention_backward;
+  const size_t backend = std::min<size_t>(static_cast<size_t>(which), p.attention_forward.size() - 1);
+  const AttentionCurve& curve = cost.attention_pass == 1 ? p.attention_forward[backend] : p.attention_backward[backend];
   if (!curve.known() || cost.attention_sequence <= 0) return std::nullopt;
   const std::vector<double>& rates =
       cost.attention_causal && !curve.causal_flops.empty() ? curve.causal_flops : curve.flops;
@@ -107,14 +114,68 @@ double log2_ceil(int n) {
 
 } // namespace
 
-void complete_from_record(LaunchWork& cost, const LaunchRecord& record) {
+// Whether a launch's tensors are laid out differently from one another (one read
+// across another's strides, as a transposing copy does), broadcasts aside.
+bool reads_across_strides(const LaunchRecord& record) {
+  const DeviceTensor* first = nullptr;
+  for (const KernelArg& arg : record.args) {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->dim() < 2) continue;
+    if (std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;  // (a broadcast)
+    if (first == nullptr) {
+      first = t;
+      continue;
+    }
+    if (t->dim() == first->dim() && t->is_contiguous() != first->is_contiguous()) return true;
+  }
+  return false;
+}
+
+int64_t multi_tensor_kernels(const std::vector<int64_t>& numels, int depth, const MultiTensorApply& mta) {
+  if (numels.empty() || mta.tensors.empty()) return 1;
+  const size_t at = static_cast<size_t>(std::clamp(depth, 1, static_cast<int>(mta.tensors.size())) - 1);
+  const int64_t most_tensors = std::max<int64_t>(mta.tensors[at], 1), most_blocks = std::max<int64_t>(mta.blocks, 1);
+  const int64_t chunk = std::max<int64_t>(mta.chunk, 1);
+  int64_t kernels = 0, tensors = 0, blocks = 0;
+  for (const int64_t n : numels) {
+    if (n == 0) continue;
+    ++tensors;
+    // (a tensor's chunks may straddle launches: the launch fills, the rest carries over)
+    for (int64_t chunks = (n + chunk - 1) / chunk; chunks > 0; --chunks) {
+      ++blocks;
+      const bool last_chunk = chunks == 1;
+      if (blocks == most_blocks || (last_chunk && tensors == most_tensors)) {
+        ++kernels;
+        blocks = 0;
+        tensors = last_chunk ? 0 : 1;
+      }
+    }
+  }
+  return std::max<int64_t>(kernels + (blocks > 0 ? 1 : 0), 1);
+}
+
+void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRecord& record,
+                          const DeviceProfile& profile) {
   TensorTotals totals;
+  std::vector<int64_t> first_list;  // a multi-tensor kernel's tensors, by its first list
+  int lists = 0;
   for (const KernelArg& arg : record.args) {
     if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
       add_tensor(totals, *t);
     } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&arg)) {
       for (const DeviceTensor& t : *list) add_tensor(totals, t);
+      if (!list->empty() && list->front().dim() > 0) {
+        if (lists++ == 0) {
+          for (const DeviceTensor& t : *list) first_list.push_back(t.numel());
+        }
+      }
     }
+  }
+  if (traits.memory_class == MemoryClass::Copy && reads_across_strides(record)) {
+    traits.memory_class = MemoryClass::Transpose;
+  }
+  if (traits.memory_class == MemoryClass::MultiTensor && traits.kernels == 1 && lists > 0) {
+    traits.kernels = multi_tensor_kernels(first_list, lists, profile.multi_tensor);
   }
   if (!totals.any) {
     // Payload kernels (collectives, compiled code handed storages): what they hold.
@@ -130,7 +191,7 @@ void complete_from_record(LaunchWork& cost, const LaunchRecord& record) {
   if (cost.dtype == c10::ScalarType::Undefined) cost.dtype = totals.dtype;
 }
 
-Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
+Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTraits& traits) {
   if (cost.seconds >= 0) {
     return {cost.seconds, Bound::Latency, 0};
   }
@@ -154,24 +215,39 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p) {
   }
   const c10::ScalarType dtype = cost.dtype == c10::ScalarType::Undefined ? c10::ScalarType::Float : cost.dtype;
   const bool matrix = cost.work == Work::Matrix;
-  const double peak_flops = (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
+  const bool tf32 = matrix && traits.tf32 && dtype == c10::ScalarType::Float && p.tf32_flops > 0;
+  const double peak_flops = tf32 ? p.tf32_flops : (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
   double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
   const double efficiency = !matrix ? p.vector_efficiency
+                            : traits.convolution && p.convolution_efficiency > 0 ? p.convolution_efficiency
                             : c10::elementSize(dtype) == 1 && p.matrix_efficiency_8bit > 0 ? p.matrix_efficiency_8bit
                                                                                             : p.matrix_efficiency;
   double compute = 0;
-  if (const auto attention = attention_seconds(cost, p)) {
+  if (const auto attention = attention_seconds(cost, p, traits.attention_backend)) {
     compute = *attention;
-  } else if (const auto gemm = gemm_roofline(cost, p, peak_flops, efficiency)) {
+  } else if (const auto gemm = traits.convolution ? std::nullopt : gemm_roofline(cost, p, peak_flops, efficiency)) {
     compute = gemm->compute;
     memory = gemm->memory;
   } else {
     compute = cost.flops / (peak_flops * efficiency);
   }
-  const double seconds = p.kernel_overhead + std::max(compute, memory);
+  double seconds = p.kernel_overhead + std::max(compute, memory);
+  if (!matrix && traits.kernels == 0 && std::max(compute, memory) <= 0) return {0, Bound::Latency, 0};
+  if (!matrix) {
+    // A vector kernel by its class: the traffic its bytes cause, and the least such
+    // a kernel takes (each of a multi-tensor apply's kernels pays it).
+    const ClassCost& c = p.memory_classes[static_cast<size_t>(traits.memory_class)];
+    memory *= c.traffic;
+    const double least = std::max(c.floor, p.kernel_overhead);
+    if (traits.kernels == 0) {
+      seconds = std::max(compute, memory);  // (a tensor of a multi-tensor kernel, whose fixed time is its op's)
+    } else {
+      seconds = std::max(least, seconds) + static_cast<double>(traits.kernels - 1) * least;
+    }
+  }
   const double flops_fraction = cost.flops / seconds / peak_flops;
   const double bytes_fraction = cost.bytes / seconds / p.memory_bandwidth;
-  if (std::max(compute, memory) <= p.kernel_overhead) {
+  if (std::max(compute, memory) <= seconds / 2) {  // (its fixed time dominates)
     return {seconds, Bound::Latency, std::max(flops_fraction, bytes_fraction)};
   }
   return compute >= memory ? Timing{seconds, Bound::Compute, flops_fraction}
@@ -282,6 +358,25 @@ CollectiveCost collective_cost(CollectiveKind kind, double bytes, int ranks, int
 
 double collective_seconds(CollectiveKind kind, double bytes, int ranks, int nodes, const DeviceProfile& p) {
   return collective_cost(kind, bytes, ranks, nodes, p).seconds;
+}
+
+const char* memory_class_name(MemoryClass c) {
+  switch (c) {
+    case MemoryClass::Elementwise: return "elementwise";
+    case MemoryClass::Transcendental: return "transcendental";
+    case MemoryClass::Reduction: return "reduction";
+    case MemoryClass::Softmax: return "softmax";
+    case MemoryClass::Norm: return "norm";
+    case MemoryClass::NormBackward: return "norm_backward";
+    case MemoryClass::Index: return "index";
+    case MemoryClass::Copy: return "copy";
+    case MemoryClass::Transpose: return "transpose";
+    case MemoryClass::Random: return "random";
+    case MemoryClass::Loss: return "loss";
+    case MemoryClass::MultiTensor: return "multi_tensor";
+    case MemoryClass::Count: break;
+  }
+  return "?";
 }
 
 const char* bound_name(Bound bound) {

@@ -15,8 +15,15 @@ enum class Bound : uint8_t { Compute, Memory, Latency, HostLink, Fabric, None };
 // Fills what `cost` leaves open from the record: bytes of its tensors (their
 // elements as the launch sees them, 0-dim ones left out as kernel arguments;
 // storages when it names no tensors), vector
-// FLOPs one per element of its largest tensor, the dtype of its first floating tensor.
-void complete_from_record(LaunchWork& cost, const LaunchRecord& record);
+// FLOPs one per element of its largest tensor, the dtype of its first floating tensor;
+// for a multi-tensor kernel, the kernels the part's library would launch for its lists.
+void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRecord& record,
+                          const DeviceProfile& profile);
+
+// The kernels CUDA's multi-tensor apply launches for `depth` lists of tensors of
+// these sizes (elements): a launch is full at the profile's most tensors for that
+// depth or its most chunks.
+int64_t multi_tensor_kernels(const std::vector<int64_t>& numels, int depth, const MultiTensorApply& mta);
 
 struct Timing {
   double seconds = 0;
@@ -24,8 +31,8 @@ struct Timing {
   double peak_fraction = 0;  // of the bounding resource's peak, over the whole duration
 };
 
-// The time `cost` takes on `profile`'s device.
-Timing time_of(const LaunchWork& cost, const DeviceProfile& profile);
+// The time `cost` takes on `profile`'s device, as its libraries would run it (`traits`).
+Timing time_of(const LaunchWork& cost, const DeviceProfile& profile, const KernelTraits& traits = {});
 
 // How many of the profile's nodes a group of `ranks` world ranks spans, from
 // `first_rank` every `rank_stride` (0: not evenly spaced, taken as packed).

@@ -10,6 +10,7 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -47,6 +48,7 @@ struct State {
   std::unordered_map<const void*, EventTime> events;
   // What launches captured into graphs do, by captured record (timed at replay).
   std::unordered_map<const LaunchRecord*, LaunchWork> captured;
+  std::unordered_map<const LaunchRecord*, KernelTraits> captured_traits;
   // Point-to-point transfers with their other end in a joined process, from
   // their launch to their completion (joined_clocks.h), by (group, peer, sends, call).
   struct Transfer {
@@ -60,6 +62,7 @@ struct State {
   std::vector<Entry> log;
   FlopFormula formula;
   std::unordered_set<std::string> formula_ops;
+  std::unordered_map<std::string, MemoryClass> op_classes;  // reference-path operators not elementwise
 };
 
 State& state() {
@@ -90,6 +93,20 @@ thread_local uint64_t last_epoch = ~uint64_t(0);
 // part is the profile's launch overhead per launch, not what simhpu's own
 // dispatch (meta kernels, the reference path) takes here.
 thread_local int op_depth = 0;
+// What the part's libraries would run for this thread's next launch (a reference
+// operator's class, its attention backend, TF32), from describe_reference_op.
+thread_local std::optional<KernelTraits> next_traits;
+// A _foreach_ operator the device runs tensor by tensor, where the part's library
+// (CUDA's multi-tensor apply) launches a few kernels for the whole list: its
+// per-tensor launches are priced as parts of those kernels (no fixed time and no
+// host launch each), and the kernels' own fixed and host times are added when it ends.
+struct MultiTensorOp {
+  bool active = false;
+  std::vector<int64_t> numels;  // the tensors its launches covered
+  int depth = 1;                // the lists a launch touched (inputs and outputs)
+  uint64_t stream = 0;
+};
+thread_local MultiTensorOp multi_tensor_op;
 // This thread's CPU time when it began its current wait for the device: what
 // it spends waiting for the CPU workers is not host time on the part.
 thread_local double wait_began = 0;
@@ -110,8 +127,11 @@ bool kernel_thread() {
   return on_launch_worker() || running_kernel() || at::in_parallel_region();
 }
 
-std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&) {
+std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
   if (kernel_thread()) return nullptr;
+  if (op_depth == 0 && std::strncmp(fn.name(), "aten::_foreach_", 15) == 0) {
+    multi_tensor_op = MultiTensorOp{true};
+  }
   if (op_depth++ == 0) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -125,9 +145,28 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
   return nullptr;
 }
 
+// A _foreach_ operator's end: the part's kernels for its lists, their fixed time on
+// the stream its launches went to and their launches on the host.
+void end_multi_tensor_op() {
+  MultiTensorOp op = std::move(multi_tensor_op);
+  multi_tensor_op = MultiTensorOp{};
+  if (op.numels.empty()) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.profile) return;
+  const DeviceProfile& p = *s.profile;
+  const double kernels = static_cast<double>(multi_tensor_kernels(op.numels, op.depth, p.multi_tensor));
+  const ClassCost& cost = p.memory_classes[static_cast<size_t>(MemoryClass::MultiTensor)];
+  s.host += kernels * p.host_launch_overhead;
+  s.streams[op.stream].time += kernels * std::max(cost.floor, p.kernel_overhead);
+}
+
 void on_operator_end(const at::RecordFunction&, at::ObserverContext*) {
   if (kernel_thread()) return;
-  if (op_depth > 0 && --op_depth == 0) last_cpu = thread_cpu_seconds();
+  if (op_depth > 0 && --op_depth == 0) {
+    if (multi_tensor_op.active) end_multi_tensor_op();
+    last_cpu = thread_cpu_seconds();
+  }
 }
 
 // Operator boundaries, while simulated time is on (RecordFunction's global callbacks).
@@ -155,7 +194,7 @@ void complete_transfer(State& s, const LaunchWork& c, const LaunchRecord& record
 
 // Times one record (kernel or marker) launched at host time `host` on `stream`.
 void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream, double host,
-                 const LaunchWork* work) {
+                 const LaunchWork* work, KernelTraits traits = {}) {
   const DeviceProfile& p = *s.profile;
   StreamClock& clock = s.streams[key_of(stream)];
   const double ready = host + p.launch_latency;
@@ -180,11 +219,13 @@ void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream
       break;
   }
   LaunchWork c = work != nullptr ? *work : LaunchWork{};
-  complete_from_record(c, record);
+  complete_from_record(c, traits, record, p);
+  // (the host launches each of the kernels the launch stands for: a multi-tensor apply's chunks)
+  s.host += static_cast<double>(std::max<int64_t>(traits.kernels, 1) - 1) * p.host_launch_overhead;
   if (c.completes) {
     complete_transfer(s, c, record, clock);
   }
-  const Timing timing = time_of(c, p);
+  const Timing timing = time_of(c, p, traits);
   const bool host_bound = ready > clock.time;
   double start = std::max(clock.time, ready);
   const double own_start = start;
@@ -271,6 +312,7 @@ void set_profile(std::optional<DeviceProfile> profile) {
   s.streams.clear();
   s.events.clear();
   s.captured.clear();
+  s.captured_traits.clear();
   s.transfers.clear();
   detail::on.store(s.profile.has_value());
   measuring.store(s.profile.has_value() && s.host_mode == HostTime::Measured);
@@ -299,17 +341,58 @@ HostTime host_time_mode() {
 
 namespace {
 
+bool has_tensor_list(const LaunchRecord& record) {
+  for (const KernelArg& arg : record.args) {
+    if (std::holds_alternative<std::vector<DeviceTensor>>(arg)) return true;
+  }
+  return false;
+}
+
+void note_multi_tensor_launch(const LaunchRecord& record, const c10::Stream& stream) {
+  int64_t largest = 0;
+  int tensors = 0;
+  for (const KernelArg& arg : record.args) {
+    if (const auto* t = std::get_if<DeviceTensor>(&arg); t && t->dim() > 0 && t->same_as < 0) {
+      largest = std::max(largest, t->numel());
+      ++tensors;
+    }
+  }
+  multi_tensor_op.numels.push_back(largest);
+  multi_tensor_op.depth = std::max(multi_tensor_op.depth, tensors);
+  multi_tensor_op.stream = key_of(stream);
+}
+
+// A launch's memory class by its operator's name (aten::sum.IntList_out: aten::sum's).
+MemoryClass class_of(const State& s, const char* op_name) {
+  if (s.op_classes.empty() || op_name == nullptr) return MemoryClass::Elementwise;
+  const char* dot = std::strchr(op_name, '.');
+  auto it = s.op_classes.find(dot ? std::string(op_name, dot) : std::string(op_name));
+  return it == s.op_classes.end() ? MemoryClass::Elementwise : it->second;
+}
+
 void on_launch(const LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph) {
   // Inside an operator the host's time is the profile's per launch, and the
   // operator's end marks the thread's CPU time again: no need to read it here
   // (a system call, the largest part of what simulated time costs a launch).
   const bool in_operator = op_depth > 0;
   const double now = in_operator ? 0.0 : thread_cpu_seconds();
+  KernelTraits traits = next_traits.value_or(KernelTraits{});
+  const bool described = next_traits.has_value();
+  next_traits.reset();
+  const bool part_of_multi_tensor = multi_tensor_op.active && in_operator && !in_graph &&
+                                    record.kind == LaunchRecord::Kind::Kernel && !has_tensor_list(record);
+  if (part_of_multi_tensor) {
+    traits.memory_class = MemoryClass::MultiTensor;
+    traits.kernels = 0;
+    note_multi_tensor_launch(record, stream);
+  }
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile) return;
+  if (!described && !part_of_multi_tensor) traits.memory_class = class_of(s, record.op_name);
   if (in_graph) {
     if (work != nullptr) s.captured[&record] = *work;
+    s.captured_traits[&record] = traits;
     return;
   }
   if (in_operator) {
@@ -320,15 +403,17 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
   if (cluster_launched_by(record) || (work != nullptr && work->work == Work::KernelArgument)) {
     return;  // a cluster's launches were timed as they were collected; an argument is no launch on the part
   }
-  s.host += s.profile->host_launch_overhead;
+  if (!part_of_multi_tensor) s.host += s.profile->host_launch_overhead;
   if (const LaunchSequence* graph = graph_replayed_by(record)) {
     // A replay: its kernels go to the device back to back, launched at once.
     for (const LaunchRecord& r : graph->records) {
       auto it = s.captured.find(&r);
-      time_record(s, r, stream, s.host, it == s.captured.end() ? nullptr : &it->second);
+      auto traits_it = s.captured_traits.find(&r);
+      time_record(s, r, stream, s.host, it == s.captured.end() ? nullptr : &it->second,
+                  traits_it == s.captured_traits.end() ? KernelTraits{} : traits_it->second);
     }
   } else {
-    time_record(s, record, stream, s.host, work);
+    time_record(s, record, stream, s.host, work, traits);
   }
   if (!in_operator) last_cpu = thread_cpu_seconds();  // the simulator's own time is not the host's
 }
@@ -340,7 +425,15 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
   {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.formula || s.formula_ops.count(op.operator_name().name) == 0) return;
+    const std::string& name = op.operator_name().name;
+    if (!s.formula || s.formula_ops.count(name) == 0) {
+      auto it = s.op_classes.find(name);
+      if (it != s.op_classes.end()) {
+        next_traits = KernelTraits{};
+        next_traits->memory_class = it->second;
+      }
+      return;
+    }
     formula = s.formula;
   }
   if (std::optional<MatrixLaunch> matrix = formula(op, args, outputs)) {
@@ -355,6 +448,9 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     work.attention_causal = matrix->causal;
     work.attention_sequence = matrix->sequence;
     describe_next_launch(work);
+    next_traits = KernelTraits{};
+    next_traits->attention_backend = static_cast<AttentionBackend>(matrix->attention_backend);
+    next_traits->tf32 = matrix->tf32;
   }
 }
 
@@ -422,6 +518,12 @@ void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_nam
   std::lock_guard<std::mutex> lock(s.mu);
   s.formula = std::move(formula);
   s.formula_ops = std::unordered_set<std::string>(operator_names.begin(), operator_names.end());
+}
+
+void set_op_classes(std::unordered_map<std::string, MemoryClass> classes) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.op_classes = std::move(classes);
 }
 
 double host_now() {

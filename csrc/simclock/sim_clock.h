@@ -32,6 +32,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace simhpu::simclock {
@@ -62,11 +63,16 @@ struct MatrixLaunch {
   uint8_t attention_pass = 0;  // a fused attention kernel (see LaunchWork)
   bool causal = false;
   int64_t sequence = 0;
+  uint8_t attention_backend = 0;  // (AttentionBackend)
+  bool tf32 = false;
+  bool convolution = false;
 };
 using FlopFormula = std::function<std::optional<MatrixLaunch>(const c10::OperatorHandle& op,
                                                         c10::ArrayRef<c10::IValue> args,
                                                         c10::ArrayRef<c10::IValue> outputs)>;
 void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_names);
+// The memory class of each reference-path operator that is not elementwise (by name: aten::_softmax).
+void set_op_classes(std::unordered_map<std::string, MemoryClass> classes);
 
 // Simulated seconds.
 double host_now();

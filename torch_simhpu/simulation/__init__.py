@@ -39,6 +39,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch_simhpu import _C, phantom, simulated_ranks
 from torch_simhpu.memory import _format_bytes
 from torch_simhpu.memory_ledger import MemoryBreakdown, MemoryLedger
+from torch_simhpu.simulation import kernel_choice
 
 PROFILE_DIR = Path(__file__).parent.parent / "profiles"
 
@@ -81,13 +82,39 @@ def load_profile(profile: str | os.PathLike | dict) -> dict:
         if not path.exists():
             raise ProfileError(f"device profile {text!r}: no shipped profile of that name (shipped: "
                                f"{', '.join(profiles())}); give a path to a JSON file for your own")
+    return _validated(_read_profile(path, text, ()), str(path))
+
+
+def _read_profile(path: Path, text: str, seen: tuple) -> dict:
+    """A profile file's JSON, with what it inherits ("inherits": a shipped profile's name or a
+    path beside it) merged under its own fields: a part of a family states only what differs."""
     try:
         data = json.loads(path.read_text())
     except OSError as error:
         raise ProfileError(f"device profile {text!r}: cannot read {path}: {error.strerror}") from None
     except json.JSONDecodeError as error:
         raise ProfileError(f"{path}:{error.lineno}: not valid JSON: {error.msg}") from None
-    return _validated(data, str(path))
+    if not isinstance(data, dict) or "inherits" not in data:
+        return data
+    base = data.pop("inherits")
+    if not isinstance(base, str) or not base:
+        raise ProfileError(f"{path}: field 'inherits': expected a profile's name or path, got {base!r}")
+    base_path = path.parent / base if (path.parent / base).exists() else PROFILE_DIR / f"{base}.json"
+    if not base_path.exists():
+        raise ProfileError(f"{path}: field 'inherits': no profile {base!r} (shipped: {', '.join(profiles())})")
+    if base_path.resolve() in seen:
+        raise ProfileError(f"{path}: field 'inherits': {base!r} inherits from this profile again (a cycle)")
+    merged = _merged(_read_profile(base_path, base, (*seen, path.resolve())), data)
+    merged["sources"] = [*data.get("sources", []), *(f"(from {base}) {s}" for s in _read_profile(
+        base_path, base, (*seen, path.resolve())).get("sources", []))]
+    return merged
+
+
+def _merged(base: dict, own: dict) -> dict:
+    out = dict(base)
+    for key, value in own.items():
+        out[key] = _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
 
 
 def _validated(data: dict, where: str) -> dict:
@@ -115,7 +142,9 @@ def _validated(data: dict, where: str) -> dict:
     if not isinstance(out["name"], str):
         raise problem("name", f"a string, got {out['name']!r}")
     for rates in ("matrix_flops", "vector_flops"):
-        given = section(field(data, rates, rates), rates)
+        given = dict(section(field(data, rates, rates), rates))
+        if rates == "matrix_flops":  # optional: a float32 matmul in TF32, where the program allows it
+            out["tf32_flops"] = positive(given.pop("tf32", 0), "matrix_flops.tf32")
         unknown = set(given) - set(_DTYPES) - {"default"}
         if unknown:
             raise problem(rates, f"dtype names from {sorted(_DTYPES)} or 'default', got {sorted(unknown)}")
@@ -172,29 +201,8 @@ def _validated(data: dict, where: str) -> dict:
             value = value[part]
         if value == 0:
             raise problem(bandwidth, "a bandwidth > 0")
-    if "attention" in data:  # optional: fused attention by its own curves (csrc/simclock/launch_cost.cpp)
-        attention = section(data["attention"], "attention")
-        out["attention"] = {}
-        for direction in set(attention) - {"source"}:
-            if direction not in ("forward", "backward"):
-                raise problem(f"attention.{direction}", "only 'forward' and 'backward' curves (and a 'source')")
-            curve = section(attention[direction], f"attention.{direction}")
-            sequence = field(curve, "sequence", f"attention.{direction}.sequence")
-            if (not isinstance(sequence, list) or not sequence
-                    or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sequence)
-                    or sorted(set(sequence)) != sequence):
-                raise problem(f"attention.{direction}.sequence", f"increasing sequence lengths, ints > 0, got {sequence!r}")
-            out["attention"][direction] = {"sequence": sequence}
-            for rates in ("flops", "causal_flops"):
-                if rates not in curve and rates == "causal_flops":
-                    continue
-                given = field(curve, rates, f"attention.{direction}.{rates}")
-                if not isinstance(given, list) or len(given) != len(sequence):
-                    raise problem(f"attention.{direction}.{rates}", f"one FLOP/s a sequence length, got {given!r}")
-                checked = [positive(r, f"attention.{direction}.{rates}") for r in given]
-                if min(checked) == 0:
-                    raise problem(f"attention.{direction}.{rates}", "rates > 0")
-                out["attention"][direction][rates] = checked
+    if "attention" in data:  # optional: fused attention by its own curves, per backend (launch_cost.cpp)
+        out["attention"] = _attention_section(section(data["attention"], "attention"), problem, positive)
     if "matrix_units" in data:  # optional: GEMMs priced by waves of output tiles (csrc/simclock/launch_cost.cpp)
         units = section(data["matrix_units"], "matrix_units")
         count = field(units, "count", "matrix_units.count")
@@ -217,6 +225,10 @@ def _validated(data: dict, where: str) -> dict:
             raise problem("matrix_units.split_k", f"how many units may share a tile's K, an int >= 1, got {split_k!r}")
         out["matrix_units"] = {"count": count, "tiles": [list(t) for t in tiles], "split_k": split_k,
                                "tile_overhead": positive(units.get("tile_overhead", 0), "matrix_units.tile_overhead")}
+    out["memory_classes"] = _memory_classes(section(data.get("memory_classes", {}), "memory_classes"), problem,
+                                            positive)
+    out["multi_tensor_apply"] = _multi_tensor_apply(section(data.get("multi_tensor_apply", {}), "multi_tensor_apply"),
+                                                    problem)
     efficiency = section(field(data, "efficiency", "efficiency"), "efficiency")
     out["efficiency"] = {}
     for name in _EFFICIENCIES:
@@ -224,11 +236,100 @@ def _validated(data: dict, where: str) -> dict:
         if not 0 < value <= 1:
             raise problem(f"efficiency.{name}", f"a fraction of peak in (0, 1], got {value!r}")
         out["efficiency"][name] = value
-    # optional: 8-bit GEMMs' own efficiency (0: the matrix one)
-    value = positive(efficiency.get("matrix_8bit", 0), "efficiency.matrix_8bit")
-    if value > 1:
-        raise problem("efficiency.matrix_8bit", f"a fraction of peak in (0, 1], got {value!r}")
-    out["efficiency"]["matrix_8bit"] = value
+    # optional: 8-bit GEMMs' and convolutions' own efficiencies (0: the matrix one)
+    for name in ("matrix_8bit", "convolution"):
+        value = positive(efficiency.get(name, 0), f"efficiency.{name}")
+        if value > 1:
+            raise problem(f"efficiency.{name}", f"a fraction of peak in (0, 1], got {value!r}")
+        out["efficiency"][name] = value
+    return out
+
+
+_PASSES = ("forward", "backward")
+
+
+def _attention_section(attention: dict, problem, positive) -> dict:
+    """{"priority": [backend, ...], backend: {pass: curve}}: the backends' curves (a profile's
+    top-level forward/backward are the flash backend's) and the order PyTorch tries them in."""
+    known = set(kernel_choice.BACKENDS) | set(_PASSES) | {"priority", "source"}
+    for name in attention:
+        if name not in known:
+            raise problem(f"attention.{name}", f"one of {sorted(known)}")
+    out = {}
+    curves = {b: attention[b] for b in kernel_choice.BACKENDS if b in attention}
+    if any(p in attention for p in _PASSES):
+        if "flash" in curves:
+            raise problem("attention", "the flash curves once: under 'flash' or at the top, not both")
+        curves["flash"] = {p: attention[p] for p in _PASSES if p in attention}
+    for backend, given in curves.items():
+        if not isinstance(given, dict):
+            raise problem(f"attention.{backend}", f"an object of 'forward'/'backward' curves, got {given!r}")
+        out[backend] = {}
+        for direction, curve in given.items():
+            where = f"attention.{backend}.{direction}" if backend in attention else f"attention.{direction}"
+            if direction not in _PASSES:
+                raise problem(where, "only 'forward' and 'backward' curves")
+            if not isinstance(curve, dict):
+                raise problem(where, f"an object, got {curve!r}")
+            sequence = curve.get("sequence")
+            if (not isinstance(sequence, list) or not sequence
+                    or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sequence)
+                    or sorted(set(sequence)) != sequence):
+                raise problem(f"{where}.sequence", f"increasing sequence lengths, ints > 0, got {sequence!r}")
+            out[backend][direction] = {"sequence": sequence}
+            for rates in ("flops", "causal_flops"):
+                if rates not in curve and rates == "causal_flops":
+                    continue
+                given_rates = curve.get(rates)
+                if not isinstance(given_rates, list) or len(given_rates) != len(sequence):
+                    raise problem(f"{where}.{rates}", f"one FLOP/s a sequence length, got {given_rates!r}")
+                checked = [positive(r, f"{where}.{rates}") for r in given_rates]
+                if min(checked) == 0:
+                    raise problem(f"{where}.{rates}", "rates > 0")
+                out[backend][direction][rates] = checked
+    priority = attention.get("priority", ["flash", "efficient", "math", "cudnn"])
+    allowed = (*kernel_choice.BACKENDS, "math")
+    if (not isinstance(priority, list) or not priority or any(b not in allowed for b in priority)
+            or len(set(priority)) != len(priority)):
+        raise problem("attention.priority", f"backends from {list(allowed)}, each once, got {priority!r}")
+    out["priority"] = priority
+    return out
+
+
+def _memory_classes(given: dict, problem, positive) -> dict:
+    """Every memory class's {traffic, floor} (csrc/simclock/device_profile.h, ClassCost): 1 and 0 where not given."""
+    names = _C._simclock_memory_classes()
+    unknown = set(given) - set(names) - {"source"}
+    if unknown:
+        raise problem(f"memory_classes.{sorted(unknown)[0]}", f"a memory class, one of {names}")
+    out = {}
+    for name in names:
+        cost = given.get(name, {})
+        if not isinstance(cost, dict):
+            raise problem(f"memory_classes.{name}", f"an object {{traffic, floor}}, got {cost!r}")
+        traffic = positive(cost.get("traffic", 1.0), f"memory_classes.{name}.traffic")
+        if not 0.25 <= traffic <= 16:
+            raise problem(f"memory_classes.{name}.traffic",
+                          f"the traffic its bytes cause, a multiple in [0.25, 16] of them, got {traffic!r}")
+        floor = positive(cost.get("floor", 0.0), f"memory_classes.{name}.floor")
+        if floor > 1e-3:
+            raise problem(f"memory_classes.{name}.floor", f"the least a kernel takes, seconds <= 1e-3, got {floor!r}")
+        out[name] = {"traffic": traffic, "floor": floor}
+    return out
+
+
+def _multi_tensor_apply(given: dict, problem) -> dict:
+    """How the part's library chunks a list of tensors into kernels: CUDA's own constants by default."""
+    out = {"chunk": given.get("chunk", 65536), "blocks": given.get("blocks", 320),
+           "tensors": given.get("tensors", [110, 64, 48, 36, 30])}
+    for key in ("chunk", "blocks"):
+        if isinstance(out[key], bool) or not isinstance(out[key], int) or out[key] < 1:
+            raise problem(f"multi_tensor_apply.{key}", f"an int >= 1, got {out[key]!r}")
+    tensors = out["tensors"]
+    if (not isinstance(tensors, list) or not tensors
+            or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tensors)):
+        raise problem("multi_tensor_apply.tensors", f"the most tensors a launch takes by list depth, ints >= 1, "
+                                                    f"got {tensors!r}")
     return out
 
 
@@ -758,6 +859,28 @@ def _attention(name: str, args: list) -> tuple[int, bool, int] | None:
         return None
 
 
+def _attention_backend(name: str, args: list) -> str:
+    """The SDPA backend the profile's part would take for this fused attention launch."""
+    profile = _profiles_in_use.get(_C._simclock_profile_name() or "", {})
+    priority = profile.get("attention", {}).get("priority", ["flash"])
+    query = args[1] if _ATTENTION[name][0] == 2 else args[0]
+    mask_at = {"aten::_scaled_dot_product_flash_attention_for_cpu": 5,
+               "aten::_scaled_dot_product_flash_attention_for_cpu_backward": 8}.get(name)
+    masked = mask_at is not None and mask_at < len(args) and isinstance(args[mask_at], torch.Tensor)
+    try:
+        return kernel_choice.attention_backend(priority, query.dtype, int(query.shape[-1]), masked=masked)
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return priority[0] if priority[0] != "math" else "flash"
+
+
+def _tf32(name: str, args: list) -> bool:
+    """A float32 matmul or convolution the program lets the part run in TF32."""
+    tensors = [a for a in args[:3] if isinstance(a, torch.Tensor)]
+    if not tensors or tensors[0].dtype != torch.float32:
+        return False
+    return kernel_choice.tf32_allowed(convolution="convolution" in name)
+
+
 def _gemm_shape(name: str, args: list, outputs: list) -> tuple[int, int, int, int] | None:
     """(batch, m, n, k) of the GEMM an operator is, for the matrix units' waves (launch_cost.cpp)."""
     try:
@@ -802,11 +925,22 @@ def _install_flop_formulas() -> None:
         except Exception:  # noqa: BLE001 - a formula that cannot read this call: priced as vector work
             return None
         shape, attention = _gemm_shape(name, args, outputs), _attention(name, args)
-        if shape is None and attention is None:
-            return counted
-        return counted, ({"gemm": shape} if shape is not None else {"attention": attention})
+        described = {}
+        if shape is not None:
+            described["gemm"] = shape
+        elif attention is not None:
+            backend = _attention_backend(name, args)
+            if backend == "math":  # the part runs it unfused: matrix work at the GEMMs' rate
+                return counted
+            described["attention"] = (*attention, kernel_choice.BACKENDS.index(backend))
+        if _tf32(name, args):
+            described["tf32"] = True
+        if "convolution" in name:  # (cuDNN's kernels: the profile's convolution efficiency, not a GEMM's waves)
+            described["convolution"] = True
+        return (counted, described) if described else counted
 
     _C._simclock_set_flop_formula(flops, sorted(by_name))
+    _C._simclock_set_op_classes(kernel_choice.op_classes())
     _formulas_installed = True
 
 

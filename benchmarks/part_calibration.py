@@ -1,0 +1,128 @@
+"""Simulated time held to real parts: the H100 profiles fitted on measured calls, judged on others.
+
+    python benchmarks/part_calibration.py            # fit, print the errors (nothing written)
+    python benchmarks/part_calibration.py --write    # and put the fitted constants into h100-sxm.json
+    python benchmarks/part_calibration.py --markdown # the tables docs/figures.md quotes
+
+The calibration set is ../shared/measurements/h100-sxm-2026-11-27.json (186 calls timed on a
+real H100 SXM, torch 2.11 + CUDA 13). torch_simhpu.part_fit splits it: within each group of
+alike rows, every other size is held out. The constants of h100-sxm (memory and matrix
+efficiencies, the memory classes' traffic and floors, each attention backend's curves, TF32,
+convolutions, the host link, launch costs, multi-tensor apply's kernels) are fitted on the rest
+(held in), starting from the shipped profile's published-figure values.
+
+Then the fitted profile is judged, never fitted, on:
+- the held-out half of the calibration set;
+- benchmarks/measurements/h100-sxm-2026-11-27-b.json: another H100 SXM, other shapes (GEMMs at
+  LLM-layer and skinny shapes, SDPA at 2k-16k keys with head dim 64 and GQA, memory classes at
+  four sizes, AdamW on other parameter sets) and five eager training steps of the model zoo;
+- benchmarks/measurements/h200-2026-11-27.json: another part, an H200, priced by the h200
+  profile, which inherits h100-sxm's compute and states its own bandwidth and capacity.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CALIBRATION = ROOT.parent / "shared" / "measurements" / "h100-sxm-2026-11-27.json"
+HELD_OUT = {"another H100 SXM (other shapes, steps)": (HERE / "measurements" / "h100-sxm-2026-11-27-b.json", "h100-sxm"),
+            "an H200 (another part)": (HERE / "measurements" / "h200-2026-11-27.json", "h200")}
+PROFILE = ROOT / "torch_simhpu" / "profiles" / "h100-sxm.json"
+
+
+def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
+    if not path.exists():
+        raise SystemExit(f"part_calibration: the calibration set is not at {path} (../shared/measurements "
+                         "beside the checkout)")
+    return json.loads(path.read_text())["rows"]
+
+
+def fitted_profile(rows: list[dict], log=print) -> tuple[dict, list[str], list[dict], list[dict]]:
+    from torch_simhpu import part_fit
+    fit_rows, held = part_fit.split(rows)
+    profile, notes = part_fit.fit(fit_rows, "h100-sxm", log=log)
+    return profile, notes, fit_rows, held
+
+
+def table(results: list[dict]) -> dict:
+    from torch_simhpu import part_fit
+    return part_fit.summary(results)
+
+
+def print_table(title: str, summary: dict, markdown: bool) -> None:
+    if markdown:
+        print(f"\n**{title}**\n\n| class | rows | median error | within 15 % | largest | unpriceable |\n|---|---:|---:|---:|---:|---:|")
+    else:
+        print(f"\n{title}")
+    for kind, s in summary.items():
+        median = "-" if s["median"] is None else f"{s['median'] * 100:.1f} %"
+        largest = "-" if s["largest"] is None else f"{s['largest'] * 100:.1f} %"
+        if markdown:
+            print(f"| {kind} | {s['rows']} | {median} | {s['within_15']} | {largest} | {s['unpriceable']} |")
+        else:
+            print(f"  {kind:<13} {s['rows']:>4} rows  median |error| {median:>8}  within 15% {s['within_15']:>3}  "
+                  f"largest {largest:>8}  unpriceable {s['unpriceable']}")
+
+
+def print_rows(results: list[dict], kinds=("step",)) -> None:
+    from torch_simhpu import part_measure
+    for r in results:
+        if r["row"]["kind"] in kinds:
+            err = "unpriceable: " + r.get("failure", "") if r["error"] is None else f"{r['error'] * 100:+6.1f} %"
+            print(f"    {part_measure.describe(r['case'])[:70]:<70} measured {r['row']['seconds'] * 1e3:8.3f} ms  "
+                  f"priced {(r['priced'] or 0) * 1e3:8.3f} ms  {err}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="write the fitted constants into h100-sxm.json")
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--rows", action="store_true", help="print every held-out row's error")
+    args = parser.parse_args(argv)
+    import torch_simhpu  # noqa: F401 - the device
+    from torch_simhpu import part_fit
+
+    rows = calibration_rows()
+    profile, notes, fit_rows, held = fitted_profile(rows, log=lambda *_: None)
+    print("fitted on", len(fit_rows), "calls of", CALIBRATION.name, "(", len(held), "held out ):")
+    for note in notes:
+        print("  " + note)
+    checked = part_fit.check(profile)
+    held_in = part_fit.evaluate(fit_rows, checked)
+    held_out = part_fit.evaluate(held, checked)
+    print_table("held in (the calls fitted on)", table(held_in), args.markdown)
+    print_table("held out (the calibration set's other half)", table(held_out), args.markdown)
+    if args.rows:
+        print_rows(held_out, kinds=("gemm", "attention", "memory-bound", "optimizer", "host link", "launch"))
+    if args.write:
+        PROFILE.write_text(json.dumps(profile, indent=2) + "\n")
+        print(f"wrote {PROFILE}")
+    for title, (path, name) in HELD_OUT.items():
+        measured = json.loads(path.read_text())
+        # the fitted constants apply to the family: the H200 inherits them from the profile as written
+        target = checked if name == "h100-sxm" else (name if args.write else _family_member(profile, name))
+        results = part_fit.evaluate(measured["rows"], target)
+        print_table(f"held out: {title} ({path.name}, priced by {name})", table(results), args.markdown)
+        print_rows(results, kinds=("step",) if not args.rows else ("step", "gemm", "attention", "memory-bound",
+                                                                   "optimizer", "host link", "launch"))
+    return 0
+
+
+def _family_member(fitted_h100: dict, name: str) -> dict:
+    """`name`'s profile with the fitted H100 constants under its own fields (what --write would ship)."""
+    from torch_simhpu import simulation
+    own = json.loads((simulation.PROFILE_DIR / f"{name}.json").read_text())
+    if own.get("inherits") != "h100-sxm":
+        return simulation.load_profile(name)
+    own = dict(own)
+    own.pop("inherits")
+    return simulation.load_profile(simulation._merged(fitted_h100, own))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,44 @@
+#pragma once
+// What simulated time knows of a launch beyond its work (runtime/launch_work.h):
+// what the part's libraries would run for it. Kept here, not in LaunchWork, so
+// the runtime's and every adapter's headers stay as they are: only the
+// simulated clock describes and reads these (sim_clock.cpp).
+#include <cstdint>
+
+namespace simhpu::simclock {
+
+// How a vector kernel moves its bytes: each class has its own price on a part
+// (the traffic its operands' bytes cause, the least such a kernel takes), fitted
+// on measured kernels of the class. Named operator by operator by
+// torch_simhpu/simulation/kernel_choice.py.
+enum class MemoryClass : uint8_t {
+  Elementwise,     // one pass: read the inputs, write the outputs
+  Transcendental,  // elementwise with enough arithmetic to show (exp, gelu, silu, ...)
+  Reduction,       // reads its input once, writes far less
+  Softmax,         // row-wise: passes for the row's maximum and sum, one to write
+  Norm,            // layer/batch/group/RMS norm forward: statistics, then the normalised write
+  NormBackward,
+  Index,           // gathers and scatters: embedding, index_select, index_add, scatter
+  Copy,            // layout changes: copies between dtypes, cat, pads
+  Transpose,       // a copy that reads across strides (x.t().contiguous()): what a Copy becomes then
+  Random,          // a generator's draws (dropout, bernoulli, normal)
+  Loss,            // nll_loss and its kin
+  MultiTensor,     // a _foreach_ or fused optimizer kernel: launched as CUDA's multi-tensor apply chunks it
+  Count
+};
+
+const char* memory_class_name(MemoryClass c);
+
+// Fused attention kernels a part's library has, in the profile's curves' order.
+enum class AttentionBackend : uint8_t { Flash, Cudnn, Efficient, Count };
+
+struct KernelTraits {
+  MemoryClass memory_class = MemoryClass::Elementwise;
+  AttentionBackend attention_backend = AttentionBackend::Flash;
+  bool tf32 = false;  // a float32 matmul the program lets run in TF32
+  bool convolution = false;  // a convolution (forward or backward): the profile's convolution efficiency
+  // The kernels this launch stands for on the part (a multi-tensor apply's chunks), >= 1.
+  int64_t kernels = 1;
+};
+
+} // namespace simhpu::simclock

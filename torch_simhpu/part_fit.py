@@ -1,0 +1,404 @@
+"""Pricing measured calls on simhpu, and fitting a profile's constants to them.
+
+A row of a measurement file (torch_simhpu/part_measure.py, ../shared/measurements) describes a
+call; `price_row` makes the same call on simhpu under phantom execution with the profile and
+modelled host time, and says how long the part would take, timed as the row was (a CUDA graph's
+rows by the device's busy time, an event's by the span of the call's kernels, a host loop's by
+the host's time per call, a training step end to end).
+
+`fit` sets a profile's constants from rows, each constant from the rows of its class, repeated
+until they settle:
+
+- the memory bandwidth's efficiency from large elementwise rows, each memory class's traffic
+  from its large rows and its floor from its smallest;
+- the GEMMs' efficiency from large GEMMs, a tile's fixed time from small ones, TF32's rate
+  from the TF32 row;
+- each attention backend's forward and backward curves from its rows (the attained FLOP/s at
+  each sequence length, causal apart);
+- the host link from the copies, the host's time per launch and a kernel's least time from
+  the launch rows; multi-tensor apply's per-kernel time from the optimizer rows.
+
+`split` holds rows apart: the fit sees one part of each group of alike rows, the errors are
+reported on the rest. A constant no row determines stays as the base profile has it.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+
+import torch
+
+from torch_simhpu import _C, part_measure
+from torch_simhpu.simulation import load_profile, simulate
+
+# Which memory class decides a memory-bound call's time (the class whose traffic the row fits).
+CALL_CLASS = {
+    "x + y": "elementwise", "x * y": "elementwise", "x.clone()": "copy", "F.silu(x)": "transcendental",
+    "torch.exp(x)": "transcendental", "F.gelu(x, approximate='tanh')": "transcendental", "F.gelu(x)": "transcendental",
+    "x.to(other dtype)": "copy", "F.dropout(x, 0.1)": "random", "x.sum()": "reduction", "x.sum(-1)": "reduction",
+    "torch.softmax(x, -1)": "softmax", "torch.softmax(x, -1) forward + backward": "softmax",
+    "F.layer_norm(x, (cols,), w) forward": "norm", "F.layer_norm(x, (cols,), w) forward + backward": "norm_backward",
+    "x.contiguous() of x.t()": "transpose", "torch.cat((x, x), -1)": "copy",
+    "F.cross_entropy(logits, y) forward + backward": "softmax", "F.embedding(idx, w) forward + backward": "index",
+}
+CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
+
+
+def normalised(row: dict) -> dict | None:
+    """A row of any measurement file as part_measure's case it is, or None when simhpu has no way
+    to make its call (the shared file's first sweep names some calls differently)."""
+    case = dict(row)
+    call = case["call"]
+    if case["kind"] == "attention":
+        backend = "flash" if "flash backend forced" in call else "default"
+        backward = "backward" in call
+        case.update(call=part_measure.SDPA_FB if backward else part_measure.SDPA_F, backend=backend,
+                    kv_heads=case.get("kv_heads", case["heads"]))
+        return case
+    if case["kind"] == "gemm" and "dtype" in case and case["dtype"].startswith("float32 ("):
+        case["tf32"] = "allow_tf32=True" in case["dtype"]
+        case["dtype"] = "float32"
+    if case["kind"] == "gemm" and "_scaled_mm" in call:
+        return None  # (FP8: priced by the published rows of benchmarks/calibrate.py)
+    if case["kind"] == "memory-bound":
+        if ", x of 8192 rows" in call or "x of 8192 rows" in call:
+            case["shape"] = [8192, case["numel"] // 8192]
+            case["call"] = {"torch.softmax(x, -1), x of 8192 rows": "torch.softmax(x, -1)",
+                            "F.layer_norm(x, (4096,)), x of 8192 rows, no weight": "F.layer_norm(x, (cols,), w) forward",
+                            "F.cross_entropy(x, y), x of 8192 rows, y int64":
+                                "F.cross_entropy(logits, y) forward + backward"}.get(call)
+            if case["call"] is None or "cross_entropy" in case["call"]:
+                return None  # (a forward alone: this sweep's cross-entropy is forward + backward)
+        if case["call"] == "F.gelu(x)":
+            case["call"] = "F.gelu(x, approximate='tanh')"
+    if case["kind"] == "host link":
+        case["call"] = call.replace(", non_blocking=True", "").replace("(host, )", "(host)")
+        case["call"] = {"device.copy_(host), host pinned": part_measure.HOST_LINK[0],
+                        "device.copy_(host), host pageable": part_measure.HOST_LINK[1],
+                        "host.copy_(device), host pinned": part_measure.HOST_LINK[2],
+                        "host.copy_(device), host pageable": part_measure.HOST_LINK[3]}.get(case["call"], case["call"])
+    if case["kind"] == "launch":
+        if "CUDA graph" in call or "graph" in case.get("timing", ""):
+            case["call"] = "graph"
+        else:
+            case["call"] = part_measure.LAUNCH_HOST
+    if case["kind"] == "optimizer" and "width" not in case:
+        # the shared file's parameter sets: GPT-2 124M (148 tensors), a Llama-3.2-1B shape (147)
+        case["width"] = 768 if case["tensors"] == 148 else 2048
+    return case
+
+
+def priced_seconds(case: dict, profile) -> float:
+    """What `case`'s call takes on `profile`'s part, timed as the row was."""
+    if case["kind"] == "step":
+        return _priced_step(case, profile)
+    timing = case.get("timing", "")
+    with simulate(profile, host_time="modelled", execute=False):
+        if case["kind"] == "launch":
+            x = torch.zeros(1, device="simhpu")
+            torch.simhpu.synchronize()
+            calls = 100
+            t0 = _C._simclock_host_now()
+            mark = _C._simclock_start_log()
+            for _ in range(calls):
+                x.add_(1)
+            host = (_C._simclock_host_now() - t0) / calls
+            torch.simhpu.synchronize()
+            rows = _C._simclock_stop_log(mark)
+            if case["call"] == "graph":  # kernels back to back: the device's time per kernel
+                return sum(r[16] - r[15] for r in rows if r[6] != "marker") / calls
+            return host
+        with part_measure._settings(case):
+            fn = part_measure.build(case, "simhpu")
+            fn()  # (warmed up, as the part was: an optimizer's state exists, caches are filled)
+            torch.simhpu.synchronize()
+            t0 = _C._simclock_host_now()
+            mark = _C._simclock_start_log()
+            fn()
+            torch.simhpu.synchronize()
+            rows = _C._simclock_stop_log(mark)
+    kernels = [(r[15], r[16]) for r in rows if r[6] != "marker"]  # (start, end)
+    if not kernels:
+        return 0.0
+    if "graph" in timing:
+        return _busy(kernels)
+    if case["kind"] == "host link":
+        return max(e for _, e in kernels) - min(s for s, _ in kernels)
+    return max(e for _, e in kernels) - t0
+
+
+def _busy(spans) -> float:
+    total, end = 0.0, -math.inf
+    for s, e in sorted(spans):
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total
+
+
+def _priced_step(case: dict, profile) -> float:
+    from torch_simhpu import model_zoo
+    with simulate(profile, host_time="modelled", execute=False):
+        step = model_zoo.training_step(case["model"], "simhpu", scale=case.get("scale", "gpu"))
+        step()
+        torch.simhpu.synchronize()
+        times = []
+        for _ in range(2):
+            t0 = _C._simclock_host_now()
+            step()
+            torch.simhpu.synchronize()
+            times.append(_C._simclock_host_now() - t0)
+    return min(times)
+
+
+# ----------------------------------------------------------------------------------------
+# Errors and splits.
+# ----------------------------------------------------------------------------------------
+
+def error(priced: float, measured: float) -> float:
+    """Signed relative error of a price: +0.1 is 10 % slow (too long), -0.1 10 % fast."""
+    return priced / measured - 1.0
+
+
+def split(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(fitted on, held out): within each group of alike rows (kind, call, dtype, backend,
+    causal) every other row by size is held out, the smallest and largest kept for the fit."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        key = (row["kind"], row["call"], row.get("dtype"), row.get("backend"), row.get("causal"), row.get("head_dim"))
+        groups.setdefault(key, []).append(row)
+    fit_rows, held = [], []
+    for group in groups.values():
+        group.sort(key=_size)
+        for i, row in enumerate(group):
+            (held if 0 < i < len(group) - 1 and i % 2 == 1 else fit_rows).append(row)
+    return fit_rows, held
+
+
+def _size(row: dict) -> float:
+    for key in ("numel", "seq", "bytes", "tensors"):
+        if key in row:
+            return float(row[key])
+    if "shape" in row:
+        return float(math.prod(row["shape"]))
+    if "m" in row:
+        return float(row["m"]) * row["n"] * row["k"] * row.get("batch", 1)
+    if "input" in row:
+        return float(math.prod(row["input"]) * math.prod(row["weight"]))
+    return 0.0
+
+
+def class_of(row: dict) -> str:
+    return row["kind"]
+
+
+def evaluate(rows: list[dict], profile, log=None) -> list[dict]:
+    """Each row with its price and error on `profile` (rows simhpu cannot make are left out)."""
+    out = []
+    for row in rows:
+        case = normalised(row)
+        if case is None:
+            continue
+        try:
+            priced = priced_seconds(case, profile)
+        except Exception as failure:  # noqa: BLE001 - an unpriceable call is a result, named
+            out.append(dict(row=row, case=case, priced=None, error=None,
+                            failure=f"{type(failure).__name__}: {str(failure).splitlines()[0] if str(failure) else ''}"))
+            if log:
+                log(f"  unpriceable: {part_measure.describe(case)}: {out[-1]['failure']}")
+            continue
+        out.append(dict(row=row, case=case, priced=priced, error=error(priced, row["seconds"]) if priced else None))
+    return out
+
+
+def summary(results: list[dict]) -> dict[str, dict]:
+    """Per class: rows, median |error|, rows within 15 %, the largest |error|, unpriceable rows."""
+    out = {}
+    for kind in CLASSES:
+        mine = [r for r in results if r["row"]["kind"] == kind]
+        if not mine:
+            continue
+        errors = [abs(r["error"]) for r in mine if r["error"] is not None]
+        out[kind] = {"rows": len(mine), "median": statistics.median(errors) if errors else None,
+                     "within_15": sum(e <= 0.15 for e in errors), "largest": max(errors) if errors else None,
+                     "unpriceable": sum(r["error"] is None for r in mine)}
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# The fit.
+# ----------------------------------------------------------------------------------------
+
+def _ratio(results: list[dict]) -> float | None:
+    """The geometric median of measured / priced over `results`."""
+    ratios = [r["row"]["seconds"] / r["priced"] for r in results if r.get("priced")]
+    return math.exp(statistics.median(math.log(x) for x in ratios)) if ratios else None
+
+
+def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tuple[dict, list[str]]:
+    """A profile (a dict in the JSON's shape) with `base`'s fields and the constants the rows set,
+    and the list of what was fitted on what."""
+    profile = copy.deepcopy(_raw(base))
+    notes: list[str] = []
+    cases = [(row, normalised(row)) for row in rows]
+    cases = [(row, case) for row, case in cases if case is not None]
+
+    def by(predicate):
+        return [row for row, case in cases if predicate(case)]
+
+    def priced(selected):
+        return evaluate(selected, profile)
+
+    # host side and copies: direct readings
+    for row, case in cases:
+        if case["kind"] == "launch" and case["call"] == "graph":
+            profile["kernel_overhead"] = row["seconds"]
+            notes.append(f"kernel_overhead {row['seconds'] * 1e6:.2f} us: back-to-back tiny kernels in a CUDA graph")
+        elif case["kind"] == "launch":
+            total = profile["host_op_overhead"] + profile["host_launch_overhead"]
+            share = profile["host_op_overhead"] / total
+            profile["host_op_overhead"] = row["seconds"] * share
+            profile["host_launch_overhead"] = row["seconds"] * (1 - share)
+            notes.append(f"host time per eager launch {row['seconds'] * 1e6:.2f} us (dispatch {share:.0%}, launch the rest)")
+    pinned = [row["bytes"] / row["seconds"] for row, case in cases if case["kind"] == "host link" and "pinned" in case["call"]]
+    pageable = [row["bytes"] / row["seconds"] for row, case in cases if case["kind"] == "host link" and "pageable" in case["call"]]
+    efficiency = profile["efficiency"]
+    if pinned:
+        profile["host_link"]["bandwidth"] = statistics.median(pinned) / efficiency["host_link"]
+        notes.append(f"host link {statistics.median(pinned) / 1e9:.1f} GB/s pinned")
+    if pageable:
+        profile["host_link"]["pageable_bandwidth"] = statistics.median(pageable) / efficiency["host_link"]
+        notes.append(f"host link {statistics.median(pageable) / 1e9:.1f} GB/s pageable")
+
+    attention = [(row, case) for row, case in cases if case["kind"] == "attention"]
+    if attention:
+        _fit_attention(profile, attention, notes)
+
+    large = lambda c: _size(c) >= 1 << 24  # noqa: E731
+    for round_ in range(rounds):
+        moved = 0.0
+        # memory: large plain elementwise rows
+        selected = by(lambda c: c["kind"] == "memory-bound" and c["call"] in ("x + y", "x * y") and large(c))
+        r = _ratio(priced(selected))
+        if r:
+            efficiency["memory"] = min(1.0, efficiency["memory"] / r)
+            moved = max(moved, abs(math.log(r)))
+        classes = profile.setdefault("memory_classes", {})
+        for cls in sorted(set(CALL_CLASS.values()) - {"elementwise"}):
+            selected = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls
+                          and _size(c) >= 1 << 22)
+            r = _ratio(priced(selected))
+            if r:
+                entry = classes.setdefault(cls, {})
+                entry["traffic"] = min(16.0, max(0.25, entry.get("traffic", 1.0) * r))
+                moved = max(moved, abs(math.log(r)))
+        for cls in sorted(set(CALL_CLASS.values())):
+            small = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls
+                       and c["call"].count("backward") == 0 and _size(c) <= 1 << 20)
+            if small:
+                classes.setdefault(cls, {})["floor"] = min(row["seconds"] for row in small)
+        # optimizers: multi-tensor apply's per-kernel time, on the foreach and fused rows
+        selected = by(lambda c: c["kind"] == "optimizer" and not c["call"].endswith("(for-loop)"))
+        r = _ratio(priced(selected))
+        if r:
+            entry = classes.setdefault("multi_tensor", {})
+            entry["traffic"] = min(16.0, max(0.25, entry.get("traffic", 1.0) * r))
+            moved = max(moved, abs(math.log(r)))
+        # GEMMs: efficiency on large ones, a tile's fixed time on small ones
+        selected = by(lambda c: c["kind"] == "gemm" and c["call"] == part_measure.GEMM and c.get("dtype") in
+                      ("bfloat16", "float16") and min(c["m"], c["n"], c["k"]) >= 4096)
+        r = _ratio(priced(selected))
+        if r:
+            efficiency["matrix"] = min(1.0, efficiency["matrix"] / r)
+            moved = max(moved, abs(math.log(r)))
+        selected = by(lambda c: c["kind"] == "gemm" and c["call"] == part_measure.GEMM and c.get("dtype") == "bfloat16"
+                      and max(c["m"], c["n"], c["k"]) <= 1024)
+        r = _ratio(priced(selected))
+        if r and "matrix_units" in profile:
+            units = profile["matrix_units"]
+            units["tile_overhead"] = max(0.0, units.get("tile_overhead", 0.0) * r ** 1.5)
+            moved = max(moved, abs(math.log(r)))
+        selected = by(lambda c: c["kind"] == "gemm" and c["call"] in (part_measure.CONV_F, part_measure.CONV_FB))
+        r = _ratio(priced(selected))
+        if r:
+            efficiency["convolution"] = min(1.0, efficiency.get("convolution") or efficiency["matrix"]) / r
+            efficiency["convolution"] = min(1.0, efficiency["convolution"])
+            moved = max(moved, abs(math.log(r)))
+        selected = by(lambda c: c["kind"] == "gemm" and c.get("tf32") is True)
+        r = _ratio(priced(selected))
+        if r:
+            profile["matrix_flops"]["tf32"] = profile["matrix_flops"].get("tf32", profile["matrix_flops"]["float32"]) / r
+        log(f"  fit round {round_ + 1}: largest move {moved:.3f} (log)")
+        if moved < 0.01:
+            break
+    notes.append(f"memory efficiency {efficiency['memory']:.3f}, matrix efficiency {efficiency['matrix']:.3f}, "
+                 f"convolution efficiency {efficiency.get('convolution', 0):.3f}")
+    for cls, entry in sorted(profile.get("memory_classes", {}).items()):
+        notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us")
+    return profile, notes
+
+
+def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: list[str]) -> None:
+    """Each backend's curves from its rows: forward rows give the forward's attained FLOP/s; a
+    forward + backward row less the forward of the same shape gives the backward's."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+    curves: dict[str, dict] = {}
+    forward_seconds = {}
+    for row, case in attention:
+        if case["call"] == part_measure.SDPA_F:
+            forward_seconds[_shape_key(case)] = row["seconds"]
+    for row, case in attention:
+        if case["head_dim"] != 128 or case["kv_heads"] != case["heads"]:
+            continue  # (curves at head dim 128; other shapes are what they are judged on)
+        backend = "cudnn" if case["backend"] == "default" else case["backend"]
+        q = (case["batch"], case["heads"], case["seq"], case["head_dim"])
+        flops = sdpa_flop_count(q, q, q)
+        if case["call"] == part_measure.SDPA_F:
+            seconds, direction = row["seconds"], "forward"
+        else:
+            if _shape_key(case) not in forward_seconds:
+                continue
+            seconds, direction = row["seconds"] - forward_seconds[_shape_key(case)], "backward"
+            flops = sdpa_backward_flop_count(q, q, q, q)
+        if case["causal"]:
+            flops /= 2
+        points = curves.setdefault(backend, {}).setdefault(direction, {}).setdefault(
+            "causal_flops" if case["causal"] else "flops", {})
+        points[case["seq"]] = flops / seconds
+    attention_profile = profile.setdefault("attention", {})
+    for backend, directions in curves.items():
+        for direction, rates in directions.items():
+            if "flops" not in rates:
+                continue
+            sequence = sorted(rates["flops"])
+            curve = {"sequence": sequence, "flops": [rates["flops"][s] for s in sequence]}
+            causal = rates.get("causal_flops", {})
+            if set(causal) >= set(sequence):
+                curve["causal_flops"] = [causal[s] for s in sequence]
+            if direction in attention_profile and backend == "flash":
+                attention_profile.pop(direction)  # (the top-level flash curves move under 'flash')
+            attention_profile.setdefault(backend, {})[direction] = curve
+        notes.append(f"attention {backend}: curves at {sorted(directions.get('forward', {}).get('flops', {}))} keys")
+    if "cudnn" in curves:
+        attention_profile["priority"] = ["cudnn", "flash", "efficient", "math"]
+
+
+def _shape_key(case: dict) -> tuple:
+    return (case["backend"], case["batch"], case["heads"], case["kv_heads"], case["seq"], case["head_dim"], case["causal"])
+
+
+def _raw(base: str | dict) -> dict:
+    """A profile as its JSON says (inheritance merged), to fit and to write back."""
+    if isinstance(base, dict):
+        return base
+    from pathlib import Path
+
+    from torch_simhpu import simulation
+    path = Path(base) if Path(base).suffix else simulation.PROFILE_DIR / f"{base}.json"
+    return simulation._read_profile(path, str(base), ())
+
+
+def check(profile: dict) -> dict:
+    """The profile validated (a fitted constant out of range is refused here, by field)."""
+    return load_profile(profile)
