@@ -50,7 +50,9 @@ FITTABLE = {
 
 
 def shipped(name: str) -> dict:
-    return json.loads((PROFILES / f"{name}.json").read_text())
+    """A shipped profile's fields, what it inherits merged in (torch_simhpu.simulation)."""
+    from torch_simhpu import simulation
+    return simulation._read_profile(PROFILES / f"{name}.json", name, ())
 
 
 def set_path(profile: dict, path: str, value: float) -> None:

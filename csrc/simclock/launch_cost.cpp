@@ -238,6 +238,7 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     // a kernel takes (each of a multi-tensor apply's kernels pays it).
     const ClassCost& c = p.memory_classes[static_cast<size_t>(traits.memory_class)];
     memory *= c.traffic;
+    seconds = p.kernel_overhead + std::max(compute, memory);
     const double least = std::max(c.floor, p.kernel_overhead);
     if (traits.kernels == 0) {
       seconds = std::max(compute, memory);  // (a tensor of a multi-tensor kernel, whose fixed time is its op's)
