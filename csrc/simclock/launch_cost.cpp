@@ -86,7 +86,10 @@ std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfil
 // if it has one: the kernel skips a causal mask's masked half.
 std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProfile& p, AttentionBackend which) {
   if (cost.work != Work::Matrix || cost.attention_pass == 0) return std::nullopt;
-  const size_t backend = std::min<size_t>(static_cast<size_t>(which), p.attention_forward.size() - 1);
+  size_t backend = std::min<size_t>(static_cast<size_t>(which), p.attention_forward.size() - 1);
+  if (!(cost.attention_pass == 1 ? p.attention_forward[backend] : p.attention_backward[backend]).known()) {
+    backend = static_cast<size_t>(AttentionBackend::Flash);  // (a backend without curves of its own: flash's)
+  }
   const AttentionCurve& curve = cost.attention_pass == 1 ? p.attention_forward[backend] : p.attention_backward[backend];
   if (!curve.known() || cost.attention_sequence <= 0) return std::nullopt;
   const std::vector<double>& rates =
@@ -225,7 +228,7 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
   double compute = 0;
   if (const auto attention = attention_seconds(cost, p, traits.attention_backend)) {
     compute = *attention;
-  } else if (const auto gemm = traits.convolution ? std::nullopt : gemm_roofline(cost, p, peak_flops, efficiency)) {
+  } else if (const auto gemm = gemm_roofline(cost, p, peak_flops, efficiency)) {
     compute = gemm->compute;
     memory = gemm->memory;
   } else {
