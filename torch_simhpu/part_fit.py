@@ -106,6 +106,7 @@ def priced_seconds(case: dict, profile) -> float:
             host = (_C._simclock_host_now() - t0) / calls
             torch.simhpu.synchronize()
             rows = _C._simclock_stop_log(mark)
+            del x
             if case["call"] == "graph":  # kernels back to back: the device's time per kernel
                 return sum(r[16] - r[15] for r in rows if r[6] != "marker") / calls
             return host
@@ -118,6 +119,7 @@ def priced_seconds(case: dict, profile) -> float:
             fn()
             torch.simhpu.synchronize()
             rows = _C._simclock_stop_log(mark)
+            fn = None  # (its tensors freed in the block: the device takes its capacity back after)
     kernels = [(r[15], r[16]) for r in rows if r[6] != "marker"]  # (start, end)
     if not kernels:
         return 0.0
@@ -149,6 +151,7 @@ def _priced_step(case: dict, profile) -> float:
             step()
             torch.simhpu.synchronize()
             times.append(_C._simclock_host_now() - t0)
+        del step
     return min(times)
 
 
@@ -187,10 +190,6 @@ def _size(row: dict) -> float:
     if "input" in row:
         return float(math.prod(row["input"]) * math.prod(row["weight"]))
     return 0.0
-
-
-def class_of(row: dict) -> str:
-    return row["kind"]
 
 
 def evaluate(rows: list[dict], profile, log=None) -> list[dict]:
@@ -322,8 +321,7 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         selected = by(lambda c: c["kind"] == "gemm" and c["call"] in (part_measure.CONV_F, part_measure.CONV_FB))
         r = _ratio(priced(selected))
         if r:
-            efficiency["convolution"] = min(1.0, efficiency.get("convolution") or efficiency["matrix"]) / r
-            efficiency["convolution"] = min(1.0, efficiency["convolution"])
+            efficiency["convolution"] = min(1.0, (efficiency.get("convolution") or efficiency["matrix"]) / r)
             moved = max(moved, abs(math.log(r)))
         selected = by(lambda c: c["kind"] == "gemm" and c.get("tf32") is True)
         r = _ratio(priced(selected))

@@ -17,7 +17,9 @@ counted with its Python line in the report; values="error" raises at the first
 instead. An operator that needs device values on the host to compute (one whose
 result's shape depends on them, as nonzero's or a boolean mask's) is refused,
 naming it. Build large models on the meta device and move them with
-to_empty(device="simhpu"): initialising them is launches like any other.
+to_empty(device="simhpu"): initialising them is launches like any other. When the
+block ends the device takes back the capacity it had, unless tensors made in the
+block are still alive (then it keeps the part's until the process ends).
 
 The lens lives in csrc/phantom; the runtime does not name it.
 """
@@ -47,15 +49,24 @@ def start(profile: dict, values: str = "placeholder", keep_capacity: bool = Fals
     device's own (keep_capacity)."""
     if values not in VALUES:
         raise ValueError(f"torch.simhpu.simulate: values must be 'placeholder' or 'error', got {values!r}")
+    global _capacity_before
     if not keep_capacity:
+        before = _C._memory_limit()
         _give_device_the_capacity_of(profile)
+        _capacity_before = before if _C._memory_limit() != before else None
     _C._synchronize_all()  # what was launched before runs: only what follows is phantom
     _C._phantom_clear_host_reads()
     _C._phantom_set(True, VALUES[values])
 
 
 def stop() -> None:
+    global _capacity_before
     _C._phantom_set(False, 0)
+    if _capacity_before is not None and _C._set_device_capacity(_capacity_before):
+        _capacity_before = None  # (refused while the block's tensors live: the part's capacity stays)
+
+
+_capacity_before: int | None = None  # the device's capacity before start() changed it
 
 
 def enabled() -> bool:

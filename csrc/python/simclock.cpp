@@ -215,14 +215,14 @@ void bind_simclock(py::module_& m) {
     using simclock::MemoryClass;
     std::unordered_map<std::string, MemoryClass> named;
     for (const auto& [op, class_name] : classes) {
-      bool found = false;
-      for (size_t c = 0; c < static_cast<size_t>(MemoryClass::Count); ++c) {
-        if (class_name == simclock::memory_class_name(static_cast<MemoryClass>(c))) {
-          named[op] = static_cast<MemoryClass>(c);
-          found = true;
-        }
+      size_t c = 0;
+      while (c < static_cast<size_t>(MemoryClass::Count) &&
+             class_name != simclock::memory_class_name(static_cast<MemoryClass>(c))) {
+        ++c;
       }
-      TORCH_CHECK(found, "simulated time: operator ", op, ": unknown memory class '", class_name, "'");
+      TORCH_CHECK(c < static_cast<size_t>(MemoryClass::Count), "simulated time: operator ", op,
+                  ": unknown memory class '", class_name, "'");
+      named[op] = static_cast<MemoryClass>(c);
     }
     simclock::set_op_classes(std::move(named));
   });

@@ -33,7 +33,7 @@ struct CollectiveProtocol {
   double base_latency = 0, intra_hop = 0, inter_hop = 0, bandwidth = 1;
 };
 
-// What a class of vector kernels (MemoryClass, runtime/launch_work.h) costs: the
+// What a class of vector kernels (MemoryClass, simclock/kernel_traits.h) costs: the
 // memory traffic its operands' bytes cause (1: each byte once; a softmax's
 // extra passes over long rows more), and the least time such a kernel takes.
 struct ClassCost {

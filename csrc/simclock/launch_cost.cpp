@@ -111,12 +111,6 @@ std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProf
   return cost.flops * (cost.attention_causal ? 0.5 : 1.0) / rate;
 }
 
-double log2_ceil(int n) {
-  return std::ceil(std::log2(static_cast<double>(std::max(n, 1))));
-}
-
-} // namespace
-
 // Whether a launch's tensors are laid out differently from one another (one read
 // across another's strides, as a transposing copy does), broadcasts aside.
 bool reads_across_strides(const LaunchRecord& record) {
@@ -133,6 +127,12 @@ bool reads_across_strides(const LaunchRecord& record) {
   }
   return false;
 }
+
+double log2_ceil(int n) {
+  return std::ceil(std::log2(static_cast<double>(std::max(n, 1))));
+}
+
+} // namespace
 
 int64_t multi_tensor_kernels(const std::vector<int64_t>& numels, int depth, const MultiTensorApply& mta) {
   if (numels.empty() || mta.tensors.empty()) return 1;
@@ -235,19 +235,17 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     compute = cost.flops / (peak_flops * efficiency);
   }
   double seconds = p.kernel_overhead + std::max(compute, memory);
-  if (!matrix && traits.kernels == 0 && std::max(compute, memory) <= 0) return {0, Bound::Latency, 0};
   if (!matrix) {
     // A vector kernel by its class: the traffic its bytes cause, and the least such
-    // a kernel takes (each of a multi-tensor apply's kernels pays it).
+    // a kernel takes (each of a multi-tensor apply's kernels pays it; a tensor of
+    // one, kernels == 0, pays none: its operator's end adds them).
     const ClassCost& c = p.memory_classes[static_cast<size_t>(traits.memory_class)];
     memory *= c.traffic;
-    seconds = p.kernel_overhead + std::max(compute, memory);
     const double least = std::max(c.floor, p.kernel_overhead);
-    if (traits.kernels == 0) {
-      seconds = std::max(compute, memory);  // (a tensor of a multi-tensor kernel, whose fixed time is its op's)
-    } else {
-      seconds = std::max(least, seconds) + static_cast<double>(traits.kernels - 1) * least;
-    }
+    seconds = traits.kernels == 0 ? std::max(compute, memory)
+                                  : std::max(least, p.kernel_overhead + std::max(compute, memory)) +
+                                        static_cast<double>(traits.kernels - 1) * least;
+    if (seconds <= 0) return {0, Bound::Latency, 0};
   }
   const double flops_fraction = cost.flops / seconds / peak_flops;
   const double bytes_fraction = cost.bytes / seconds / p.memory_bandwidth;

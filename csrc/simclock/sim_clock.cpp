@@ -62,7 +62,7 @@ struct State {
   std::vector<Entry> log;
   FlopFormula formula;
   std::unordered_set<std::string> formula_ops;
-  std::unordered_map<std::string, MemoryClass> op_classes;  // reference-path operators not elementwise
+  std::unordered_map<std::string, MemoryClass> op_classes;  // operators not elementwise, by name without overload
 };
 
 State& state() {
@@ -93,8 +93,8 @@ thread_local uint64_t last_epoch = ~uint64_t(0);
 // part is the profile's launch overhead per launch, not what simhpu's own
 // dispatch (meta kernels, the reference path) takes here.
 thread_local int op_depth = 0;
-// What the part's libraries would run for this thread's next launch (a reference
-// operator's class, its attention backend, TF32), from describe_reference_op.
+// What the part's libraries would run for this thread's next launch (a matrix
+// operator's attention backend, TF32, convolution), from describe_reference_op.
 thread_local std::optional<KernelTraits> next_traits;
 // A _foreach_ operator the device runs tensor by tensor, where the part's library
 // (CUDA's multi-tensor apply) launches a few kernels for the whole list: its
@@ -157,7 +157,7 @@ void end_multi_tensor_op() {
   const DeviceProfile& p = *s.profile;
   const double kernels = static_cast<double>(multi_tensor_kernels(op.numels, op.depth, p.multi_tensor));
   const ClassCost& cost = p.memory_classes[static_cast<size_t>(MemoryClass::MultiTensor)];
-  s.host += kernels * p.host_launch_overhead;
+  s.host += (kernels - 1) * p.host_launch_overhead;  // (the first was launched with its first tensor)
   s.streams[op.stream].time += kernels * std::max(cost.floor, p.kernel_overhead);
 }
 
@@ -365,8 +365,10 @@ void note_multi_tensor_launch(const LaunchRecord& record, const c10::Stream& str
 // A launch's memory class by its operator's name (aten::sum.IntList_out: aten::sum's).
 MemoryClass class_of(const State& s, const char* op_name) {
   if (s.op_classes.empty() || op_name == nullptr) return MemoryClass::Elementwise;
+  thread_local std::string name;  // (reused: no allocation a launch)
   const char* dot = std::strchr(op_name, '.');
-  auto it = s.op_classes.find(dot ? std::string(op_name, dot) : std::string(op_name));
+  name.assign(op_name, dot ? static_cast<size_t>(dot - op_name) : std::strlen(op_name));
+  auto it = s.op_classes.find(name);
   return it == s.op_classes.end() ? MemoryClass::Elementwise : it->second;
 }
 
@@ -381,6 +383,8 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
   next_traits.reset();
   const bool part_of_multi_tensor = multi_tensor_op.active && in_operator && !in_graph &&
                                     record.kind == LaunchRecord::Kind::Kernel && !has_tensor_list(record);
+  // (the host launches the part's first kernel before it runs; the others, counted at the op's end)
+  const bool launches_a_kernel = !part_of_multi_tensor || multi_tensor_op.numels.empty();
   if (part_of_multi_tensor) {
     traits.memory_class = MemoryClass::MultiTensor;
     traits.kernels = 0;
@@ -403,7 +407,7 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
   if (cluster_launched_by(record) || (work != nullptr && work->work == Work::KernelArgument)) {
     return;  // a cluster's launches were timed as they were collected; an argument is no launch on the part
   }
-  if (!part_of_multi_tensor) s.host += s.profile->host_launch_overhead;
+  if (launches_a_kernel) s.host += s.profile->host_launch_overhead;
   if (const LaunchSequence* graph = graph_replayed_by(record)) {
     // A replay: its kernels go to the device back to back, launched at once.
     for (const LaunchRecord& r : graph->records) {
@@ -425,15 +429,7 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
   {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
-    const std::string& name = op.operator_name().name;
-    if (!s.formula || s.formula_ops.count(name) == 0) {
-      auto it = s.op_classes.find(name);
-      if (it != s.op_classes.end()) {
-        next_traits = KernelTraits{};
-        next_traits->memory_class = it->second;
-      }
-      return;
-    }
+    if (!s.formula || s.formula_ops.count(op.operator_name().name) == 0) return;
     formula = s.formula;
   }
   if (std::optional<MatrixLaunch> matrix = formula(op, args, outputs)) {

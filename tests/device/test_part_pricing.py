@@ -25,6 +25,7 @@ def device_seconds(fn, profile="h100-sxm") -> float:
         made()
         torch.simhpu.synchronize()
         rows = _C._simclock_stop_log(mark)
+        del made  # (the device takes its capacity back after the block)
     return part_fit._busy([(r[15], r[16]) for r in rows if r[6] != "marker"])
 
 
@@ -112,11 +113,8 @@ def test_a_foreach_step_is_priced_as_few_kernels_not_one_a_tensor():
             optimizer.step()
             return optimizer.step
         return make
-    with simulate("h100-sxm", host_time="modelled", execute=False) as sim:
-        step(True)()()
     for_loop, foreach = device_seconds(step(False)), device_seconds(step(True))
     assert foreach < for_loop / 3  # small tensors: kernels' fixed time dominates, and foreach has few kernels
-    assert sim.span > 0
 
 
 def test_one_part_family_one_compute():
@@ -174,6 +172,7 @@ def test_a_profile_field_out_of_range_is_refused_by_name(field, value, message):
         torch.nn.BatchNorm2d(4).to("simhpu", torch.bfloat16)),
 ])
 def test_phantom_execution_prices_norms_in_reduced_precision(make):
+    # (they took the synchronised route, refused under phantom execution: its outputs are the CPU kernel's)
     assert device_seconds(make) > 0
 
 
@@ -183,6 +182,7 @@ def test_every_operator_of_the_model_zoo_steps_is_priceable(name):
         step = model_zoo.training_step(name, "simhpu", scale="cpu")
         step()
         step()
+        del step
     assert sim.kernels() and not sim.host_reads
 
 
@@ -216,3 +216,19 @@ def test_profile_part_refuses_a_device_torch_does_not_have_and_writes_nothing(tm
 def test_profile_part_names_a_measurement_that_runs_past_its_time(tmp_path):
     with pytest.raises(TimeoutError, match="ran past 0 s at torch.mm"):
         part_measure.measure("cpu", part_measure.cpu_cases(), time_limit=0.0, log=lambda *_: None)
+
+
+def test_profile_part_names_a_measurement_that_fails_and_writes_nothing(tmp_path, monkeypatch):
+    from torch_simhpu import profile_part
+    bad = dict(kind="gemm", call=part_measure.GEMM, dtype="float32", m=-1, n=4, k=4)
+    monkeypatch.setattr(part_measure, "cpu_cases", lambda: [bad])
+    output = tmp_path / "part.json"
+    with pytest.raises(RuntimeError, match=r"failed on cpu, the first: torch\.mm\(a, b\) \(dtype=float32, m=-1"):
+        profile_part.profile_part("cpu", str(output), log=lambda *_: None)
+    assert not output.exists()
+
+
+def test_a_phantom_block_gives_the_device_its_capacity_back():
+    before = _C._memory_limit()
+    device_seconds(sdpa())
+    assert _C._memory_limit() == before

@@ -104,9 +104,9 @@ def _read_profile(path: Path, text: str, seen: tuple) -> dict:
         raise ProfileError(f"{path}: field 'inherits': no profile {base!r} (shipped: {', '.join(profiles())})")
     if base_path.resolve() in seen:
         raise ProfileError(f"{path}: field 'inherits': {base!r} inherits from this profile again (a cycle)")
-    merged = _merged(_read_profile(base_path, base, (*seen, path.resolve())), data)
-    merged["sources"] = [*data.get("sources", []), *(f"(from {base}) {s}" for s in _read_profile(
-        base_path, base, (*seen, path.resolve())).get("sources", []))]
+    inherited = _read_profile(base_path, base, (*seen, path.resolve()))
+    merged = _merged(inherited, data)
+    merged["sources"] = [*data.get("sources", []), *(f"(from {base}) {s}" for s in inherited.get("sources", []))]
     return merged
 
 

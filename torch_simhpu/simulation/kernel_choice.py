@@ -115,7 +115,7 @@ def _enabled(backend: str) -> bool:
             "efficient": cuda.mem_efficient_sdp_enabled, "math": cuda.math_sdp_enabled}[backend]()
 
 
-def _meets(backend: str, dtype: torch.dtype, head_dim: int, masked: bool, dropout: bool) -> bool:
+def _meets(backend: str, dtype: torch.dtype, head_dim: int, masked: bool) -> bool:
     """The call's constraints, as PyTorch's sdp_utils state them for each kernel family."""
     if backend == "math":
         return True
@@ -130,8 +130,7 @@ def _meets(backend: str, dtype: torch.dtype, head_dim: int, masked: bool, dropou
     return False
 
 
-def attention_backend(priority: list[str], dtype: torch.dtype, head_dim: int, *, masked: bool = False,
-                      dropout: bool = False) -> str:
+def attention_backend(priority: list[str], dtype: torch.dtype, head_dim: int, *, masked: bool = False) -> str:
     """The backend scaled_dot_product_attention takes on a part whose order is `priority`: the
     program's own order where it set one (sdpa_kernel(..., set_priority=True)), the first
     enabled backend whose constraints the call meets."""
@@ -140,7 +139,7 @@ def attention_backend(priority: list[str], dtype: torch.dtype, head_dim: int, *,
     if current and current != _DEFAULT_ORDER:
         order = [_TORCH_ORDER[b] for b in current if b in _TORCH_ORDER]
     for backend in order:
-        if _enabled(backend) and _meets(backend, dtype, head_dim, masked, dropout):
+        if _enabled(backend) and _meets(backend, dtype, head_dim, masked):
             return backend
     return "math"
 
