@@ -94,7 +94,7 @@ def priced_seconds(case: dict, profile) -> float:
     if case["kind"] == "step":
         return _priced_step(case, profile)
     timing = case.get("timing", "")
-    with simulate(profile, host_time="modelled", execute=False):
+    with _phantom(profile):
         if case["kind"] == "launch":
             x = torch.zeros(1, device="simhpu")
             torch.simhpu.synchronize()
@@ -130,6 +130,15 @@ def priced_seconds(case: dict, profile) -> float:
     return max(e for _, e in kernels) - t0
 
 
+def _phantom(profile):
+    """Phantom execution with modelled host time, on a device given the part's capacity once
+    (rows are priced one after another in one process: the capacity stays the part's)."""
+    checked = load_profile(profile)
+    if _C._memory_limit() < checked["memory_capacity"]:
+        _C._set_device_capacity(int(checked["memory_capacity"]))  # (refused while tensors live: rows may then not fit)
+    return simulate(checked, host_time="modelled", execute=False, _keep_capacity=True)
+
+
 def _busy(spans) -> float:
     total, end = 0.0, -math.inf
     for s, e in sorted(spans):
@@ -141,7 +150,7 @@ def _busy(spans) -> float:
 
 def _priced_step(case: dict, profile) -> float:
     from torch_simhpu import model_zoo
-    with simulate(profile, host_time="modelled", execute=False):
+    with _phantom(profile):
         step = model_zoo.training_step(case["model"], "simhpu", scale=case.get("scale", "gpu"))
         step()
         torch.simhpu.synchronize()
