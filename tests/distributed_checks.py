@@ -665,6 +665,32 @@ def simulated_all_reduce_orders_the_streams(rank, world):
     return collective.duration
 
 
+def fsdp2_steps_simulated_timeline(rank, world, execute):
+    """Two FSDP2 steps (bfloat16 parameters, float32 reductions) under simulated time with
+    the part's modelled host: every launch's op, stream and simulated launch, start and end
+    (ns). How the kernels really ran (the asynchronous queue, blocking, or not at all under
+    phantom execution) and how long gloo's worker took must not change any of them."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU())
+                                  for _ in range(6)]).to(device())
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
+    x = torch.randn(16, 64, device=device())
+    torch.simhpu.synchronize()
+    with torch.simhpu.simulate("h100-sxm", execute=execute, _keep_capacity=True) as sim:
+        for _ in range(2):
+            model(x).float().square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    return [(x.op, x.stream, round(x.launched * 1e9), round(x.start * 1e9), round(x.end * 1e9))
+            for x in sim.launches]
+
+
 def fsdp2_step_makes_no_device_wide_wait(rank, world):
     """FSDP2 frees each block's unsharded parameters after its forward and
     backward (untyped_storage().resize_(0)) and grows them again before the next

@@ -30,7 +30,7 @@ SETTINGS = {
     "SIMHPU_SANITIZER_POISON": "1: the sanitizer also poisons freed and uninitialised device memory",
     "SIMHPU_CHAOS": "a seed: stream workers are held back at seeded random points (chaos scheduling)",
     "SIMHPU_DEVICE_PROFILE": "a profile name or JSON path: simulated time prices every launch as that part",
-    "SIMHPU_SIMULATED_HOST_TIME": "measured or modelled: how simulated time counts the host's own time",
+    "SIMHPU_SIMULATED_HOST_TIME": "modelled (default) or measured: whether simulated time adds the program's own host time as measured here",
     "SIMHPU_EXECUTE": "0: phantom execution, nothing runs (needs SIMHPU_DEVICE_PROFILE)",
     "SIMHPU_PHANTOM_VALUES": "placeholder or error: what a host read of a device value gives under phantom execution",
     "SIMHPU_SIMULATED_WORLD": "the world size this process simulates (phantom execution of one rank)",

@@ -30,12 +30,12 @@ import statistics
 import torch
 
 from torch_simhpu import _C, part_measure
-from torch_simhpu.simulation import load_profile, simulate
+from torch_simhpu.simulation import kernel_choice, load_profile, simulate
 
 # Which memory class decides a memory-bound call's time (the class whose traffic the row fits).
 CALL_CLASS = {
     "x + y": "elementwise", "x * y": "elementwise", "x.clone()": "copy", "F.silu(x)": "transcendental",
-    "torch.exp(x)": "transcendental", "F.gelu(x, approximate='tanh')": "transcendental", "F.gelu(x)": "transcendental",
+    "torch.exp(x)": "transcendental", "F.gelu(x, approximate='tanh')": "special", "F.gelu(x)": "special",
     "x.to(other dtype)": "copy", "F.dropout(x, 0.1)": "random", "x.sum()": "reduction", "x.sum(-1)": "reduction",
     "torch.softmax(x, -1)": "softmax", "torch.softmax(x, -1) forward + backward": "softmax",
     "F.layer_norm(x, (cols,), w) forward": "norm", "F.layer_norm(x, (cols,), w) forward + backward": "norm_backward",
@@ -81,7 +81,7 @@ def normalised(row: dict) -> dict | None:
     if case["kind"] == "launch":
         if "CUDA graph" in call or "graph" in case.get("timing", ""):
             case["call"] = "graph"
-        else:
+        elif call != part_measure.OPTIMIZER_HOST:
             case["call"] = part_measure.LAUNCH_HOST
     if case["kind"] == "optimizer" and "width" not in case:
         # the shared file's parameter sets: GPT-2 124M (148 tensors), a Llama-3.2-1B shape (147)
@@ -97,16 +97,19 @@ def priced_seconds(case: dict, profile) -> float:
     with _phantom(profile):
         if case["kind"] == "launch":
             x = torch.zeros(1, device="simhpu")
+            call = (part_measure.build(case, "simhpu") if case["call"] == part_measure.OPTIMIZER_HOST
+                    else lambda: x.add_(1))
+            call()  # (an optimizer's state made, as the part's loop had it)
             torch.simhpu.synchronize()
             calls = 100
             t0 = _C._simclock_host_now()
             mark = _C._simclock_start_log()
             for _ in range(calls):
-                x.add_(1)
+                call()
             host = (_C._simclock_host_now() - t0) / calls
             torch.simhpu.synchronize()
             rows = _C._simclock_stop_log(mark)
-            del x
+            del x, call
             if case["call"] == "graph":  # kernels back to back: the device's time per kernel
                 return sum(r[16] - r[15] for r in rows if r[6] != "marker") / calls
             return host
@@ -151,7 +154,9 @@ def _busy(spans) -> float:
 def _priced_step(case: dict, profile) -> float:
     from torch_simhpu import model_zoo
     with _phantom(profile):
-        step = model_zoo.training_step(case["model"], "simhpu", scale=case.get("scale", "gpu"))
+        # (as the part ran it: bfloat16 autocast on a GPU, float32 on a CPU; rows without the field ran autocast)
+        step = model_zoo.training_step(case["model"], "simhpu", scale=case.get("scale", "gpu"),
+                                       autocast=case.get("autocast", True))
         step()
         torch.simhpu.synchronize()
         times = []
@@ -244,6 +249,11 @@ def _ratio(results: list[dict]) -> float | None:
     return math.exp(statistics.median(math.log(x) for x in ratios)) if ratios else None
 
 
+# A class's traffic against a plain elementwise kernel's: at most this many passes over its bytes (a
+# CPU's random numbers, made by the host's cores one at a time, reach some 100).
+_MOST_TRAFFIC = 256.0
+
+
 def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tuple[dict, list[str]]:
     """A profile (a dict in the JSON's shape) with `base`'s fields and the constants the rows set,
     and the list of what was fitted on what."""
@@ -263,12 +273,24 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         if case["kind"] == "launch" and case["call"] == "graph":
             profile["kernel_overhead"] = row["seconds"]
             notes.append(f"kernel_overhead {row['seconds'] * 1e6:.2f} us: back-to-back tiny kernels in a CUDA graph")
+        elif case["kind"] == "launch" and case["call"] == part_measure.OPTIMIZER_HOST:
+            continue  # (after the host's time per launch, below)
         elif case["kind"] == "launch":
+            seconds = row["seconds"]
             total = profile["host_op_overhead"] + profile["host_launch_overhead"]
             share = profile["host_op_overhead"] / total
-            profile["host_op_overhead"] = row["seconds"] * share
-            profile["host_launch_overhead"] = row["seconds"] * (1 - share)
-            notes.append(f"host time per eager launch {row['seconds'] * 1e6:.2f} us (dispatch {share:.0%}, launch the rest)")
+            profile["host_op_overhead"] = seconds * share
+            profile["host_launch_overhead"] = seconds * (1 - share)
+            notes.append(f"host time per eager launch {seconds * 1e6:.2f} us (dispatch {share:.0%}, launch the rest)")
+    optimizer_host = by(lambda c: c["kind"] == "launch" and c["call"] == part_measure.OPTIMIZER_HOST)
+    if optimizer_host:
+        # what the step's host time is beyond its operators' dispatch, a tensor
+        profile["host_optimizer_overhead"] = 0.0
+        per_tensor = [(r["row"]["seconds"] - r["priced"]) / r["case"]["tensors"]
+                      for r in evaluate(optimizer_host, profile) if r["priced"] is not None]
+        profile["host_optimizer_overhead"] = min(1e-3, max(0.0, statistics.median(per_tensor))) if per_tensor else 0.0
+        notes.append(f"host time of an optimizer step besides its operators: "
+                     f"{profile['host_optimizer_overhead'] * 1e6:.2f} us a tensor")
     pinned = [row["bytes"] / row["seconds"] for row, case in cases if case["kind"] == "host link" and "pinned" in case["call"]]
     pageable = [row["bytes"] / row["seconds"] for row, case in cases if case["kind"] == "host link" and "pageable" in case["call"]]
     efficiency = profile["efficiency"]
@@ -283,42 +305,49 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
     if attention:
         _fit_attention(profile, attention, notes)
 
-    large = lambda c: _size(c) >= 1 << 24  # noqa: E731
+    # "Large" is relative to the part: a GPU's elementwise rows reach 1<<28 elements, a CPU's 1<<22.
+    elementwise_sizes = [_size(c) for _, c in cases if c["kind"] == "memory-bound"]
+    large_numel = min(1 << 24, max(elementwise_sizes, default=0) / 4)
+    large = lambda c: _size(c) >= large_numel  # noqa: E731
+    class_numel = min(1 << 22, large_numel)
+    # A wall-clock row of a small call holds the host's time for it besides the kernel's: its
+    # floor is what it takes beyond the host's time per launch.
+    host_per_call = lambda row: (profile["host_op_overhead"] + profile["host_launch_overhead"]  # noqa: E731
+                                 if str(row.get("timing", "")).startswith("wall clock") else 0.0)
+    matrix_rows = _matrix_efficiency_rows(cases)
     for round_ in range(rounds):
         moved = 0.0
         # memory: large plain elementwise rows
         selected = by(lambda c: c["kind"] == "memory-bound" and c["call"] in ("x + y", "x * y") and large(c))
         r = _ratio(priced(selected))
         if r:
-            efficiency["memory"] = min(1.0, efficiency["memory"] / r)
+            _set_efficiency(profile, "memory", efficiency["memory"] / r)
             moved = max(moved, abs(math.log(r)))
         classes = profile.setdefault("memory_classes", {})
         for cls in sorted(set(CALL_CLASS.values()) - {"elementwise"}):
             selected = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls
-                          and _size(c) >= 1 << 22)
+                          and _size(c) >= class_numel)
             r = _ratio(priced(selected))
             if r:
                 entry = classes.setdefault(cls, {})
-                entry["traffic"] = min(16.0, max(0.25, entry.get("traffic", 1.0) * r))
+                entry["traffic"] = min(_MOST_TRAFFIC, max(0.25, entry.get("traffic", 1.0) * r))
                 moved = max(moved, abs(math.log(r)))
         for cls in sorted(set(CALL_CLASS.values())):
             small = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls
                        and c["call"].count("backward") == 0 and _size(c) <= 1 << 20)
             if small:
-                classes.setdefault(cls, {})["floor"] = min(row["seconds"] for row in small)
+                classes.setdefault(cls, {})["floor"] = _floor(profile, cls, small, host_per_call)
         # optimizers: multi-tensor apply's per-kernel time, on the foreach and fused rows
         selected = by(lambda c: c["kind"] == "optimizer" and not c["call"].endswith("(for-loop)"))
         r = _ratio(priced(selected))
         if r:
             entry = classes.setdefault("multi_tensor", {})
-            entry["traffic"] = min(16.0, max(0.25, entry.get("traffic", 1.0) * r))
+            entry["traffic"] = min(_MOST_TRAFFIC, max(0.25, entry.get("traffic", 1.0) * r))
             moved = max(moved, abs(math.log(r)))
         # GEMMs: efficiency on large ones, a tile's fixed time on small ones
-        selected = by(lambda c: c["kind"] == "gemm" and c["call"] == part_measure.GEMM and c.get("dtype") in
-                      ("bfloat16", "float16") and min(c["m"], c["n"], c["k"]) >= 4096)
-        r = _ratio(priced(selected))
+        r = _ratio(priced(matrix_rows))
         if r:
-            efficiency["matrix"] = min(1.0, efficiency["matrix"] / r)
+            _set_efficiency(profile, "matrix", efficiency["matrix"] / r)
             moved = max(moved, abs(math.log(r)))
         selected = by(lambda c: c["kind"] == "gemm" and c["call"] == part_measure.GEMM and c.get("dtype") == "bfloat16"
                       and max(c["m"], c["n"], c["k"]) <= 1024)
@@ -327,7 +356,11 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             units = profile["matrix_units"]
             units["tile_overhead"] = max(0.0, units.get("tile_overhead", 0.0) * r ** 1.5)
             moved = max(moved, abs(math.log(r)))
-        selected = by(lambda c: c["kind"] == "gemm" and c["call"] in (part_measure.CONV_F, part_measure.CONV_FB))
+        convolutions = by(lambda c: c["kind"] == "gemm" and c["call"] in (part_measure.CONV_F, part_measure.CONV_FB))
+        profile["convolution_floor"] = _convolution_floor(profile, convolutions, host_per_call)
+        # (the efficiency on the convolutions the floor does not decide)
+        selected = [r["row"] for r in evaluate(convolutions, dict(profile, convolution_floor=0.0))
+                    if r["priced"] is None or r["priced"] - host_per_call(r["row"]) >= profile["convolution_floor"]]
         r = _ratio(priced(selected))
         if r:
             efficiency["convolution"] = min(1.0, (efficiency.get("convolution") or efficiency["matrix"]) / r)
@@ -340,10 +373,61 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         if moved < 0.01:
             break
     notes.append(f"memory efficiency {efficiency['memory']:.3f}, matrix efficiency {efficiency['matrix']:.3f}, "
-                 f"convolution efficiency {efficiency.get('convolution', 0):.3f}")
+                 f"convolution efficiency {efficiency.get('convolution', 0):.3f}, "
+                 f"convolution floor {profile.get('convolution_floor', 0) * 1e6:.1f} us")
     for cls, entry in sorted(profile.get("memory_classes", {}).items()):
         notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us")
     return profile, notes
+
+
+def _floor(profile: dict, cls: str, small: list[dict], host_per_call) -> float:
+    """The least a kernel of class `cls` takes, from its smallest rows: those whose bytes alone (the
+    class's traffic, no floor) do not explain their kernel's time. A row whose bytes explain it (a
+    CPU's smallest rows can be large) sets none."""
+    entry = profile.setdefault("memory_classes", {}).setdefault(cls, {})
+    before, entry["floor"] = entry.get("floor", 0.0), 0.0
+    candidates = []
+    smallest = min(_size(row) for row in small)
+    for result in evaluate([row for row in small if _size(row) == smallest], profile):
+        kernel = result["row"]["seconds"] - host_per_call(result["row"])
+        if result["priced"] is not None and result["priced"] - host_per_call(result["row"]) < kernel:
+            candidates.append(kernel)
+    entry["floor"] = before
+    return max(0.0, min(candidates)) if candidates else 0.0
+
+
+def _convolution_floor(profile: dict, rows: list[dict], host_per_call) -> float:
+    """The least a convolution launch takes, from forward rows whose FLOPs (at the convolution
+    efficiency, no floor) explain under half of their time; 0 where none is so small."""
+    candidates = []
+    for result in evaluate([r for r in rows if r["call"] == part_measure.CONV_F], dict(profile, convolution_floor=0.0)):
+        kernel = result["row"]["seconds"] - host_per_call(result["row"])
+        if result["priced"] is not None and result["priced"] - host_per_call(result["row"]) < kernel / 2:
+            candidates.append(kernel)
+    return min(1e-2, max(0.0, min(candidates))) if candidates else profile.get("convolution_floor", 0.0)
+
+
+def _set_efficiency(profile: dict, unit: str, wanted: float) -> None:
+    """The `unit`'s efficiency (a fraction of its peak); a part faster than its base's peak (the
+    base's rates are datasheet figures or, for a CPU, estimates) has the peak raised instead."""
+    profile["efficiency"][unit] = min(1.0, wanted)
+    if wanted > 1.0:
+        if unit == "memory":
+            profile["memory_bandwidth"] *= wanted
+        else:
+            profile["matrix_flops"] = {dtype: rate * wanted for dtype, rate in profile["matrix_flops"].items()}
+
+
+def _matrix_efficiency_rows(cases: list[tuple[dict, dict]]) -> list[dict]:
+    """The GEMM rows the matrix efficiency is fitted on: a GPU's large reduced-precision GEMMs
+    (every side >= 4096), or, on a part without them (a CPU), its largest float32 GEMMs."""
+    gemms = [(row, c) for row, c in cases if c["kind"] == "gemm" and c["call"] == part_measure.GEMM]
+    reduced = [row for row, c in gemms if c.get("dtype") in ("bfloat16", "float16") and min(c["m"], c["n"], c["k"]) >= 4096]
+    if reduced:
+        return reduced
+    single = [(row, c) for row, c in gemms if c.get("dtype", "float32") == "float32" and not c.get("tf32")]
+    side = max((min(c["m"], c["n"], c["k"]) for _, c in single), default=0)
+    return [row for row, c in single if min(c["m"], c["n"], c["k"]) >= side / 2]
 
 
 def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: list[str]) -> None:
@@ -355,10 +439,11 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
     for row, case in attention:
         if case["call"] == part_measure.SDPA_F:
             forward_seconds[_shape_key(case)] = row["seconds"]
+    reference_head_dim = max(case["head_dim"] for _, case in attention)  # (a GPU's rows: 128)
     for row, case in attention:
-        if case["head_dim"] != 128 or case["kv_heads"] != case["heads"]:
-            continue  # (curves at head dim 128; other shapes are what they are judged on)
-        backend = "cudnn" if case["backend"] == "default" else case["backend"]
+        if case["head_dim"] != reference_head_dim or case["kv_heads"] != case["heads"]:
+            continue  # (curves at one head dim; other shapes are what they are judged on)
+        backend = _default_backend(profile, case) if case["backend"] == "default" else case["backend"]
         q = (case["batch"], case["heads"], case["seq"], case["head_dim"])
         flops = sdpa_flop_count(q, q, q)
         if case["call"] == part_measure.SDPA_F:
@@ -387,8 +472,21 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
                 attention_profile.pop(direction)  # (the top-level flash curves move under 'flash')
             attention_profile.setdefault(backend, {})[direction] = curve
         notes.append(f"attention {backend}: curves at {sorted(directions.get('forward', {}).get('flops', {}))} keys")
-    if "cudnn" in curves:
+    if "cudnn" in curves and attention_profile.get("rules", "cuda") == "cuda":
         attention_profile["priority"] = ["cudnn", "flash", "efficient", "math"]
+
+
+def _default_backend(profile: dict, case: dict) -> str:
+    """The backend PyTorch's default SDPA took for a row: on a GPU with this torch, cuDNN's (the
+    rows' kernel names say so); on a part with other rules (a CPU), the first of its priority the
+    call meets."""
+    attention = profile.get("attention", {})
+    if attention.get("rules", "cuda") == "cuda":
+        return "cudnn"
+    chosen = kernel_choice.attention_backend(attention.get("priority", ["flash"]),
+                                             part_measure.DTYPES[case.get("dtype", "float32")], case["head_dim"],
+                                             rules=attention["rules"])
+    return chosen if chosen != "math" else "flash"
 
 
 def _shape_key(case: dict) -> tuple:

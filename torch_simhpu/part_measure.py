@@ -53,6 +53,8 @@ ADAMW = ("AdamW step (foreach)", "AdamW step (fused)", "AdamW step (for-loop)")
 HOST_LINK = ("device.copy_(host), host pinned", "device.copy_(host), host pageable",
              "host.copy_(device), host pinned", "host.copy_(device), host pageable")
 LAUNCH_HOST = "x.add_(1) on a 1-element tensor in a Python loop: host seconds per call"
+# An optimizer step whose kernels take no time: what torch.optim's Python adds to its operators' dispatch.
+OPTIMIZER_HOST = "AdamW step (foreach) over 1-element tensors in a Python loop: host seconds per call"
 
 
 def gpu_cases() -> list[dict]:
@@ -99,6 +101,7 @@ def gpu_cases() -> list[dict]:
     for call in HOST_LINK:
         cases.append(dict(kind="host link", call=call, bytes=1 << 28))
     cases.append(dict(kind="launch", call=LAUNCH_HOST))
+    cases.append(dict(kind="launch", call=OPTIMIZER_HOST, tensors=24))
     return cases
 
 
@@ -109,7 +112,8 @@ def cpu_cases() -> list[dict]:
         cases.append(dict(kind="gemm", call=GEMM, dtype="float32", m=m, n=n, k=k))
     cases.append(dict(kind="gemm", call=GEMM, dtype="bfloat16", m=256, n=256, k=256))
     cases.append(dict(kind="gemm", call=BMM, dtype="float32", batch=32, m=64, n=64, k=64))
-    for inp, w, stride, pad in (([8, 16, 32, 32], [16, 16, 3, 3], 1, 1), ([8, 3, 64, 64], [16, 3, 7, 7], 2, 3)):
+    for inp, w, stride, pad in (([8, 16, 32, 32], [16, 16, 3, 3], 1, 1), ([8, 3, 64, 64], [16, 3, 7, 7], 2, 3),
+                                ([8, 16, 8, 8], [16, 16, 3, 3], 1, 1)):  # (the last: a call's fixed time)
         for call in (CONV_F, CONV_FB):
             cases.append(dict(kind="gemm", call=call, dtype="float32", input=inp, weight=w, stride=stride, padding=pad))
     for seq in (64, 256):
@@ -128,6 +132,7 @@ def cpu_cases() -> list[dict]:
     for call in ADAMW:
         cases.append(dict(kind="optimizer", call=call, tensors=24, width=128))
     cases.append(dict(kind="launch", call=LAUNCH_HOST))
+    cases.append(dict(kind="launch", call=OPTIMIZER_HOST, tensors=24))
     return cases
 
 
@@ -187,6 +192,11 @@ def build(case: dict, device) -> callable:
         if call.startswith("device.copy_"):
             return lambda: on_device.copy_(host, non_blocking=True)
         return lambda: host.copy_(on_device, non_blocking=True)
+    if kind == "launch" and call == OPTIMIZER_HOST:
+        params = [torch.zeros(1, device=device, requires_grad=True) for _ in range(case["tensors"])]
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        return torch.optim.AdamW(params, lr=1e-3, foreach=True).step
     if kind == "launch":
         x = torch.zeros(1, device=device)
         return lambda: x.add_(1)
@@ -480,7 +490,8 @@ def measure(device: str, cases: list[dict], *, time_limit: float, log=print, ste
                 log(f"  failed: {failures[-1]}")
                 continue
             rows.append(dict(kind="step", call=f"eager training step of {name}", model=name,
-                             scale=zoo_scale or _zoo_scale(device), seconds=seconds, timing=how))
+                             scale=zoo_scale or _zoo_scale(device), seconds=seconds, timing=how,
+                             autocast=torch.device(device).type != "cpu"))  # (model_zoo.training_step's default)
             log(f"  {seconds * 1e3:12.3f} ms  training step {name}")
             step = None
             if torch.device(device).type == "cuda":
@@ -506,7 +517,11 @@ def main(argv=None) -> int:
     parser.add_argument("-o", "--output", required=True)
     parser.add_argument("--time-limit", type=float, default=480.0)
     parser.add_argument("--steps", default="", help="model zoo steps to time as well, comma-separated")
+    parser.add_argument("--threads", type=int, help="the CPU's intra-op threads (torch.set_num_threads): "
+                                                    "the part, when --device cpu")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cases = cpu_cases() if torch.device(args.device).type == "cpu" else gpu_cases()
     steps = [s for s in args.steps.split(",") if s]
     result = measure(args.device, cases, time_limit=args.time_limit, steps=steps)

@@ -102,7 +102,13 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", help="fit these measured rows (a part_measure.py file) instead of measuring")
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds the measurements may take")
     parser.add_argument("--name", help="the profile's name (default: the output file's stem)")
+    parser.add_argument("--threads", type=int, help="with --device cpu: the intra-op threads the part has "
+                                                    "(torch.set_num_threads; default: torch's)")
     args = parser.parse_args(argv)
+    if args.threads:
+        if args.threads < 1:
+            parser.error(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
     if os.path.exists(args.output) and os.path.isdir(args.output):
         parser.error(f"--output {args.output} is a folder; name a file")
     began = time.monotonic()

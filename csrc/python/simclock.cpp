@@ -38,6 +38,8 @@ DeviceProfile profile_of(const py::dict& d) {
   p.host_op_overhead = d["host_op_overhead"].cast<double>();
   p.host_launch_overhead = d["host_launch_overhead"].cast<double>();
   p.sync_latency = d["sync_latency"].cast<double>();
+  p.synchronous_launches = d["synchronous_launches"].cast<bool>();
+  p.convolution_floor = d["convolution_floor"].cast<double>();
   const auto host_link = d["host_link"].cast<py::dict>();
   p.host_link = link_of(host_link);
   p.pageable_bandwidth = host_link["pageable_bandwidth"].cast<double>();
@@ -89,6 +91,7 @@ DeviceProfile profile_of(const py::dict& d) {
   }
   if (d.contains("multi_tensor_apply")) {
     const auto mta = d["multi_tensor_apply"].cast<py::dict>();
+    p.multi_tensor.enabled = mta["enabled"].cast<bool>();
     p.multi_tensor.chunk = mta["chunk"].cast<int64_t>();
     p.multi_tensor.blocks = mta["blocks"].cast<int64_t>();
     p.multi_tensor.tensors = mta["tensors"].cast<std::vector<int64_t>>();
@@ -172,6 +175,7 @@ void bind_simclock(py::module_& m) {
   m.def("_simclock_set_host_time", [](int mode) { simclock::set_host_time(static_cast<simclock::HostTime>(mode)); });
   m.def("_simclock_host_time", [] { return static_cast<int>(simclock::host_time_mode()); });
   m.def("_simclock_host_now", &simclock::host_now);
+  m.def("_simclock_add_host_time", &simclock::add_host_time);
   m.def("_simclock_join", [](const std::string& host, int port, int64_t rank, std::vector<int64_t> ranks,
                              double timeout_seconds) {
     const py::gil_scoped_release no_gil;  // (connecting may wait for the store)

@@ -44,6 +44,7 @@ struct ClassCost {
 // multi-tensor apply): chunks of `chunk` elements, at most `blocks` chunks and
 // `tensors[depth - 1]` tensors a launch, for `depth` lists.
 struct MultiTensorApply {
+  bool enabled = true;  // false: the part's _foreach_ ops loop over their tensors (a CPU)
   int64_t chunk = 65536;
   int64_t blocks = 320;
   std::vector<int64_t> tensors{110, 64, 48, 36, 30};
@@ -62,6 +63,9 @@ struct DeviceProfile {
   double host_op_overhead = 0;      // host time the framework takes to dispatch an operator to the part
   double host_launch_overhead = 0;  // host time the part's driver takes to launch a kernel
   double sync_latency = 0;          // for the host to see that the device finished
+  // The host runs each kernel itself before it goes on (a CPU is its own host):
+  // a launch returns when its kernel ends.
+  bool synchronous_launches = false;
   Link host_link;
   double pageable_bandwidth = 0;    // host link from pageable (unpinned) memory
   int devices_per_node = 1;
@@ -102,6 +106,9 @@ struct DeviceProfile {
   double matrix_efficiency_8bit = 0;
   // Convolutions' own (cuDNN's kernels and their layout changes), when given (0: the matrix efficiency).
   double convolution_efficiency = 0;
+  // The least a convolution launch takes (its library's per-call setup: a CPU's oneDNN reorders
+  // its operands' layouts), where measured (0: none beyond kernel_overhead).
+  double convolution_floor = 0;
 };
 
 } // namespace simhpu::simclock

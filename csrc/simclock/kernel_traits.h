@@ -13,7 +13,8 @@ namespace simhpu::simclock {
 // torch_simhpu/simulation/kernel_choice.py.
 enum class MemoryClass : uint8_t {
   Elementwise,     // one pass: read the inputs, write the outputs
-  Transcendental,  // elementwise with enough arithmetic to show (exp, gelu, silu, ...)
+  Transcendental,  // elementwise with enough arithmetic to show (exp, silu, tanh, ...)
+  Special,         // elementwise special functions (erf and the GELU family): a CPU's vector units, not its memory, bound them
   Reduction,       // reads its input once, writes far less
   Softmax,         // row-wise: passes for the row's maximum and sum, one to write
   Norm,            // layer/batch/group/RMS norm forward: statistics, then the normalised write

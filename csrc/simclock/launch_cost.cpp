@@ -177,7 +177,7 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
   if (traits.memory_class == MemoryClass::Copy && reads_across_strides(record)) {
     traits.memory_class = MemoryClass::Transpose;
   }
-  if (traits.memory_class == MemoryClass::MultiTensor && traits.kernels == 1 && lists > 0) {
+  if (traits.memory_class == MemoryClass::MultiTensor && traits.kernels == 1 && lists > 0 && profile.multi_tensor.enabled) {
     traits.kernels = multi_tensor_kernels(first_list, lists, profile.multi_tensor);
   }
   if (!totals.any) {
@@ -235,6 +235,7 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     compute = cost.flops / (peak_flops * efficiency);
   }
   double seconds = p.kernel_overhead + std::max(compute, memory);
+  if (matrix && traits.convolution) seconds = std::max(seconds, p.convolution_floor);
   if (!matrix) {
     // A vector kernel by its class: the traffic its bytes cause, and the least such
     // a kernel takes (each of a multi-tensor apply's kernels pays it; a tensor of
@@ -366,6 +367,7 @@ const char* memory_class_name(MemoryClass c) {
   switch (c) {
     case MemoryClass::Elementwise: return "elementwise";
     case MemoryClass::Transcendental: return "transcendental";
+    case MemoryClass::Special: return "special";
     case MemoryClass::Reduction: return "reduction";
     case MemoryClass::Softmax: return "softmax";
     case MemoryClass::Norm: return "norm";

@@ -41,7 +41,7 @@ struct EventTime {
 struct State {
   std::mutex mu;
   std::optional<DeviceProfile> profile;
-  HostTime host_mode = HostTime::Measured;
+  HostTime host_mode = HostTime::Modelled;
   double host = 0;
   uint64_t epoch = 0;  // bumped when the clocks restart: threads' CPU-time marks from before are stale
   std::unordered_map<uint64_t, StreamClock> streams;
@@ -107,6 +107,14 @@ struct MultiTensorOp {
   uint64_t stream = 0;
 };
 thread_local MultiTensorOp multi_tensor_op;
+// Whether this thread is one of the program's host threads: one that has launched
+// on the device (the program's threads, autograd's device thread). Other threads
+// run operators too (gloo's worker runs simccl's transfers on CPU views of device
+// memory) and stand in for the part's communication, not its host. An operator a
+// thread runs before its first launch is counted at that launch, in its epoch.
+thread_local bool host_thread = false;
+thread_local int operators_before_first_launch = 0;
+thread_local uint64_t operators_epoch = ~uint64_t(0);
 // This thread's CPU time when it began its current wait for the device: what
 // it spends waiting for the CPU workers is not host time on the part.
 thread_local double wait_began = 0;
@@ -129,16 +137,20 @@ bool kernel_thread() {
 
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
   if (kernel_thread()) return nullptr;
-  if (op_depth == 0 && std::strncmp(fn.name(), "aten::_foreach_", 15) == 0) {
-    multi_tensor_op = MultiTensorOp{true};
-  }
   if (op_depth++ == 0) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     --op_depth;  // (the program's own time up to here counts)
-    if (s.profile) {
+    if (s.profile && s.profile->multi_tensor.enabled && std::strncmp(fn.name(), "aten::_foreach_", 15) == 0) {
+      multi_tensor_op = MultiTensorOp{true};
+    }
+    if (s.profile && host_thread) {
       advance_host(s, thread_cpu_seconds());
       s.host += s.profile->host_op_overhead;
+    } else if (s.profile) {
+      if (operators_epoch != s.epoch) operators_before_first_launch = 0;
+      operators_epoch = s.epoch;
+      ++operators_before_first_launch;
     }
     ++op_depth;
   }
@@ -159,6 +171,7 @@ void end_multi_tensor_op() {
   const ClassCost& cost = p.memory_classes[static_cast<size_t>(MemoryClass::MultiTensor)];
   s.host += (kernels - 1) * p.host_launch_overhead;  // (the first was launched with its first tensor)
   s.streams[op.stream].time += kernels * std::max(cost.floor, p.kernel_overhead);
+  if (p.synchronous_launches) s.host = std::max(s.host, s.streams[op.stream].time);
 }
 
 void on_operator_end(const at::RecordFunction&, at::ObserverContext*) {
@@ -213,7 +226,7 @@ void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream
       }
       return;
     }
-    case LaunchRecord::Kind::Hold:  // no work on the part
+    case LaunchRecord::Kind::Hold:  // (not timed: see on_launch)
       return;
     case LaunchRecord::Kind::Kernel:
       break;
@@ -373,6 +386,9 @@ MemoryClass class_of(const State& s, const char* op_name) {
 }
 
 void on_launch(const LaunchRecord& record, const c10::Stream& stream, const LaunchWork* work, bool in_graph) {
+  // A hold is simhpu's own bookkeeping (memory kept until its stream passes), made
+  // only when the CPU workers happen to be behind: nothing the part would launch.
+  if (record.kind == LaunchRecord::Kind::Hold) return;
   // Inside an operator the host's time is the profile's per launch, and the
   // operator's end marks the thread's CPU time again: no need to read it here
   // (a system call, the largest part of what simulated time costs a launch).
@@ -399,6 +415,11 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
     s.captured_traits[&record] = traits;
     return;
   }
+  if (!host_thread) {
+    host_thread = true;
+    if (operators_epoch == s.epoch) s.host += operators_before_first_launch * s.profile->host_op_overhead;
+    operators_before_first_launch = 0;
+  }
   if (in_operator) {
     last_epoch = s.epoch;
   } else {
@@ -419,6 +440,7 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
   } else {
     time_record(s, record, stream, s.host, work, traits);
   }
+  if (s.profile->synchronous_launches) s.host = std::max(s.host, s.streams[key_of(stream)].time);
   if (!in_operator) last_cpu = thread_cpu_seconds();  // the simulator's own time is not the host's
 }
 
@@ -521,6 +543,13 @@ void set_op_classes(std::unordered_map<std::string, MemoryClass> classes) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.op_classes = std::move(classes);
+}
+
+void add_host_time(double seconds) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.profile || s.host_mode != HostTime::Modelled) return;  // (measured: the program's own time is counted)
+  s.host += std::max(0.0, seconds);
 }
 
 double host_now() {

@@ -10,12 +10,13 @@
 // latency), and ends after its cost (launch_cost.h). An event recorded on a
 // stream takes the stream's time; a stream waiting on it moves to at least that
 // time. The host clock advances by the part's dispatch time per operator and
-// launch time per kernel, plus (unless modelled) the program's own time between
-// operators, and jumps to the device's when the host waits for a stream, the
-// device or an event. The program's own time is the launching thread's CPU time
-// outside aten operators: simhpu's dispatch is not the part's, and what the
+// launch time per kernel (plus, with measured host time, the program's own time
+// between operators), and jumps to the device's when the host waits for a stream,
+// the device or an event. The program's own time is the launching thread's CPU
+// time outside aten operators: simhpu's dispatch is not the part's, and what the
 // thread spends blocked waiting for the CPU workers that stand in for the part
-// is not the host's.
+// is not the host's. With the modelled host (the default) nothing of how this
+// machine ran the program reaches the timeline.
 //
 // It observes the runtime (runtime/observers.h): launches, with what their
 // launchers said they do (runtime/launch_work.h: FLOP formulas, copies over the
@@ -73,6 +74,10 @@ using FlopFormula = std::function<std::optional<MatrixLaunch>(const c10::Operato
 void set_flop_formula(FlopFormula formula, std::vector<std::string> operator_names);
 // The memory class of each reference-path operator that is not elementwise (by name: aten::_softmax).
 void set_op_classes(std::unordered_map<std::string, MemoryClass> classes);
+
+// The part's host spends `seconds` besides its operators (the modelled host's share of a
+// library's Python, e.g. an optimizer step's per-tensor bookkeeping); nothing with measured host time.
+void add_host_time(double seconds);
 
 // Simulated seconds.
 double host_now();

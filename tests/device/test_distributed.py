@@ -189,6 +189,25 @@ def torchrun(script, *args, **env):
         capture_output=True, text=True, timeout=600, env={**os.environ, **env}, cwd=os.path.dirname(ROOT))
 
 
+def test_simulated_time_is_the_same_whether_kernels_run_async_blocking_or_not_at_all(pools):
+    """With the part's modelled host (the default), simulated time is the program's, not this
+    machine's: the asynchronous queue, SIMHPU_LAUNCH_BLOCKING=1 and phantom execution give the
+    same FSDP2 timeline, launch by launch. (It differed while simhpu's own bookkeeping launches,
+    made only when the CPU workers were behind, counted as the host's, and while gloo's worker
+    thread, which moves simccl's bytes, counted as the program's host.)"""
+    async_ranks = pools.get(SIMHPU_DEVICE_COUNT="2")
+    blocking_ranks = pools.get(SIMHPU_DEVICE_COUNT="2", SIMHPU_LAUNCH_BLOCKING="1")
+    queued = async_ranks.run("fsdp2_steps_simulated_timeline", True)
+    blocking = blocking_ranks.run("fsdp2_steps_simulated_timeline", True)
+    phantom = async_ranks.run("fsdp2_steps_simulated_timeline", False)
+    assert len(queued[0]) > 300 and any(op.startswith("all_gather") for op, *_ in queued[0])
+    for rank in range(2):
+        for other in (blocking[rank], phantom[rank]):
+            first = next((i for i, (a, b) in enumerate(zip(queued[rank], other)) if a != b), None)
+            assert first is None and len(other) == len(queued[rank]), (
+                rank, first, queued[rank][first - 1:first + 2] if first else None, other[first - 1:first + 2] if first else None)
+
+
 @pytest.mark.parametrize("device_count", ["1", "2"])
 def test_torchrun_ddp_example_matches_cpu(device_count):
     result = torchrun("ddp.py", "--steps", "3", SIMHPU_DEVICE_COUNT=device_count)

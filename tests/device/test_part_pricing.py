@@ -159,7 +159,9 @@ def test_a_profile_that_inherits_states_only_what_differs(tmp_path):
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("memory_classes", {"softmax": {"traffic": 100}}, "memory_classes.softmax.traffic"),
+    ("memory_classes", {"softmax": {"traffic": 1000}}, "memory_classes.softmax.traffic"),
+    ("attention", {"rules": "tpu"}, "attention.rules"),
+    ("synchronous_launches", "yes", "synchronous_launches"),
     ("memory_classes", {"nonsense": {}}, "memory_classes.nonsense"),
     ("attention", {"priority": ["cudnn", "cudnn"]}, "attention.priority"),
     ("multi_tensor_apply", {"chunk": 0}, "multi_tensor_apply.chunk"),
@@ -243,3 +245,88 @@ def test_a_phantom_block_gives_the_device_its_capacity_back():
         assert _C._memory_limit() == int(load_profile("h100-sxm")["memory_capacity"])
         del x
     assert _C._memory_limit() == before
+
+
+# -- a part that is its own host (the CPU), and the host time a library's Python takes --------
+
+def _launches(fn, profile):
+    with simulate(profile, execute=False):
+        made = fn()
+        torch.simhpu.synchronize()
+        mark = _C._simclock_start_log()
+        t0 = _C._simclock_host_now()
+        made()
+        host = _C._simclock_host_now() - t0
+        torch.simhpu.synchronize()
+        rows = _C._simclock_stop_log(mark)
+        del made
+    return [r for r in rows if r[6] != "marker"], host
+
+
+def _two_matmuls():
+    a = torch.empty(1024, 1024, device="simhpu")
+    return lambda: (a @ a, a @ a)
+
+
+def test_a_part_with_synchronous_launches_runs_each_kernel_before_the_host_goes_on():
+    (first, second), _ = _launches(_two_matmuls, part("cpu-host"))  # the CPU: its own host
+    assert second[14] >= first[16]  # launched once the first kernel ended
+    (first, second), _ = _launches(_two_matmuls, part("h100-sxm"))  # a GPU: the host runs ahead
+    assert second[14] < first[16]
+
+
+def test_a_part_without_multi_tensor_apply_runs_foreach_ops_a_kernel_a_tensor():
+    def make():
+        xs = [torch.empty(4096, device="simhpu") for _ in range(12)]
+        return lambda: torch._foreach_add_(xs, 1.0)
+    looped, _ = _launches(make, part("cpu-host"))  # multi_tensor_apply: false
+    assert len(looped) == 12 and all(r[16] > r[15] for r in looped)
+    chunked, _ = _launches(make, part("h100-sxm"))
+    assert sum(r[16] - r[15] for r in chunked) < sum(r[16] - r[15] for r in looped)
+
+
+def test_gelu_is_priced_by_the_special_class_not_as_an_exp():
+    profile = dict(part("h100-sxm"), memory_classes={"transcendental": {"traffic": 1.0}, "special": {"traffic": 4.0}})
+
+    def unary(op):
+        def make():
+            x = torch.empty(1 << 26, device="simhpu")
+            return lambda: op(x)
+        return make
+    assert device_seconds(unary(F.gelu), profile) == pytest.approx(4 * device_seconds(unary(torch.exp), profile), rel=0.05)
+
+
+def test_an_optimizer_step_takes_the_profiles_host_time_a_tensor():
+    def make():
+        params = [torch.empty(8, device="simhpu").requires_grad_() for _ in range(10)]
+        for p in params:
+            p.grad = torch.empty_like(p)
+        optimizer = torch.optim.AdamW(params, foreach=True)
+        optimizer.step()
+        return optimizer.step
+    _, plain = _launches(make, part("h100-sxm"))
+    _, with_python = _launches(make, dict(part("h100-sxm"), host_optimizer_overhead=50e-6))
+    assert with_python - plain == pytest.approx(10 * 50e-6, rel=1e-6)
+
+
+def test_a_convolution_takes_at_least_the_profiles_floor():
+    def make():
+        x, w = torch.empty(1, 4, 8, 8, device="simhpu"), torch.empty(4, 4, 3, 3, device="simhpu")
+        return lambda: F.conv2d(x, w, padding=1)
+    assert device_seconds(make, dict(part("h100-sxm"), convolution_floor=300e-6)) == pytest.approx(300e-6, rel=1e-6)
+    assert device_seconds(make) < 100e-6
+
+
+def test_the_cpu_as_a_part_benchmark_runs_end_to_end(tmp_path):
+    """benchmarks/cpu_as_a_part.py: this CPU profiled, a zoo step timed and priced on the profile
+    (the suite checks the pipeline, not the figure: docs/figures.md has the full run's)."""
+    import os
+    bench = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "cpu_as_a_part.py")
+    result = subprocess.run([sys.executable, bench, "--quick", "--keep", str(tmp_path)], capture_output=True,
+                            text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "gpt      measured" in result.stdout and "steps: median |error|" in result.stdout
+    profile = load_profile(str(tmp_path / "cpu-part.json"))
+    assert profile["synchronous_launches"] and profile["multi_tensor_apply"]["enabled"] is False
+    rows = json.loads((tmp_path / "cpu-rows.json").read_text())["rows"]
+    assert any(r["kind"] == "step" and r["model"] == "gpt" and r["autocast"] is False for r in rows)

@@ -220,12 +220,23 @@ def test_a_graph_replay_runs_its_kernels_back_to_back(device):
 def test_measured_host_time_counts_the_host_work_between_launches(device):
     x = torch.ones(4, device=device)
     torch.simhpu.synchronize()
-    with torch.simhpu.simulate(ROUND) as sim:
+    with torch.simhpu.simulate(ROUND, host_time="measured") as sim:
         x.add_(1)
         sum(range(200_000))  # host work between the launches
         x.add_(1)
     first, second = sim.kernels()
     assert second.launched - first.launched > 5 * US + 1e-3  # the loop took well over a millisecond here
+
+
+def test_modelled_host_time_is_the_default_and_leaves_the_programs_own_time_out(device):
+    x = torch.ones(4, device=device)
+    torch.simhpu.synchronize()
+    with torch.simhpu.simulate(ROUND) as sim:
+        x.add_(1)
+        sum(range(200_000))  # host work between the launches: this machine's, not the part's
+        x.add_(1)
+    first, second = sim.kernels()
+    assert second.launched - first.launched < 1e-4  # the part's dispatch and launch, not the loop's milliseconds
 
 
 # -- collectives -----------------------------------------------------------------------------

@@ -30,11 +30,12 @@ import math
 import os
 import runpy
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from torch_simhpu import _C, phantom, simulated_ranks
 from torch_simhpu.memory import _format_bytes
@@ -162,6 +163,19 @@ def _validated(data: dict, where: str) -> dict:
         out[name] = positive(field(data, name, name), name)
     if out["memory_bandwidth"] == 0:
         raise problem("memory_bandwidth", "a bandwidth > 0")
+    # optional: the host's time an optimizer step takes per parameter tensor besides its operators'
+    # dispatch (torch.optim's Python: grouping the tensors, reading their state), as measured
+    out["host_optimizer_overhead"] = positive(data.get("host_optimizer_overhead", 0), "host_optimizer_overhead")
+    if out["host_optimizer_overhead"] > 1e-3:
+        raise problem("host_optimizer_overhead", f"seconds a parameter tensor, <= 1e-3, got {out['host_optimizer_overhead']!r}")
+    # optional: the least a convolution launch takes (its library's per-call setup), as measured
+    out["convolution_floor"] = positive(data.get("convolution_floor", 0), "convolution_floor")
+    if out["convolution_floor"] > 1e-2:
+        raise problem("convolution_floor", f"seconds, <= 1e-2, got {out['convolution_floor']!r}")
+    # optional: a part whose host runs each kernel before its next operator (a CPU is its own host)
+    out["synchronous_launches"] = data.get("synchronous_launches", False)
+    if not isinstance(out["synchronous_launches"], bool):
+        raise problem("synchronous_launches", f"true or false, got {out['synchronous_launches']!r}")
     host_link = section(field(data, "host_link", "host_link"), "host_link")
     out["host_link"] = {k: positive(field(host_link, k, f"host_link.{k}"), f"host_link.{k}")
                         for k in ("bandwidth", "pageable_bandwidth", "latency")}
@@ -227,8 +241,9 @@ def _validated(data: dict, where: str) -> dict:
                                "tile_overhead": positive(units.get("tile_overhead", 0), "matrix_units.tile_overhead")}
     out["memory_classes"] = _memory_classes(section(data.get("memory_classes", {}), "memory_classes"), problem,
                                             positive)
-    out["multi_tensor_apply"] = _multi_tensor_apply(section(data.get("multi_tensor_apply", {}), "multi_tensor_apply"),
-                                                    problem)
+    given_mta = data.get("multi_tensor_apply", {})
+    out["multi_tensor_apply"] = _multi_tensor_apply({} if given_mta is False else section(given_mta, "multi_tensor_apply"),
+                                                    problem, enabled=given_mta is not False)
     efficiency = section(field(data, "efficiency", "efficiency"), "efficiency")
     out["efficiency"] = {}
     for name in _EFFICIENCIES:
@@ -251,7 +266,7 @@ _PASSES = ("forward", "backward")
 def _attention_section(attention: dict, problem, positive) -> dict:
     """{"priority": [backend, ...], backend: {pass: curve}}: the backends' curves (a profile's
     top-level forward/backward are the flash backend's) and the order PyTorch tries them in."""
-    known = set(kernel_choice.BACKENDS) | set(_PASSES) | {"priority", "source"}
+    known = set(kernel_choice.BACKENDS) | set(_PASSES) | {"priority", "rules", "source"}
     for name in attention:
         if name not in known:
             raise problem(f"attention.{name}", f"one of {sorted(known)}")
@@ -293,6 +308,10 @@ def _attention_section(attention: dict, problem, positive) -> dict:
             or len(set(priority)) != len(priority)):
         raise problem("attention.priority", f"backends from {list(allowed)}, each once, got {priority!r}")
     out["priority"] = priority
+    out["rules"] = attention.get("rules", "cuda")
+    if out["rules"] not in kernel_choice.RULES:
+        raise problem("attention.rules", f"whose SDPA constraints the part follows, one of {list(kernel_choice.RULES)}, "
+                                         f"got {out['rules']!r}")
     return out
 
 
@@ -308,9 +327,9 @@ def _memory_classes(given: dict, problem, positive) -> dict:
         if not isinstance(cost, dict):
             raise problem(f"memory_classes.{name}", f"an object {{traffic, floor}}, got {cost!r}")
         traffic = positive(cost.get("traffic", 1.0), f"memory_classes.{name}.traffic")
-        if not 0.25 <= traffic <= 16:
+        if not 0.25 <= traffic <= 256:
             raise problem(f"memory_classes.{name}.traffic",
-                          f"the traffic its bytes cause, a multiple in [0.25, 16] of them, got {traffic!r}")
+                          f"the traffic its bytes cause, a multiple in [0.25, 256] of them, got {traffic!r}")
         floor = positive(cost.get("floor", 0.0), f"memory_classes.{name}.floor")
         if floor > 1e-3:
             raise problem(f"memory_classes.{name}.floor", f"the least a kernel takes, seconds <= 1e-3, got {floor!r}")
@@ -318,9 +337,11 @@ def _memory_classes(given: dict, problem, positive) -> dict:
     return out
 
 
-def _multi_tensor_apply(given: dict, problem) -> dict:
-    """How the part's library chunks a list of tensors into kernels: CUDA's own constants by default."""
-    out = {"chunk": given.get("chunk", 65536), "blocks": given.get("blocks", 320),
+def _multi_tensor_apply(given: dict, problem, enabled: bool = True) -> dict:
+    """How the part's library chunks a list of tensors into kernels: CUDA's own constants by default;
+    false in the profile: the part has no multi-tensor kernels (a CPU's _foreach_ ops loop over the
+    tensors, a kernel each)."""
+    out = {"enabled": enabled, "chunk": given.get("chunk", 65536), "blocks": given.get("blocks", 320),
            "tensors": given.get("tensors", [110, 64, 48, 36, 30])}
     for key in ("chunk", "blocks"):
         if isinstance(out[key], bool) or not isinstance(out[key], int) or out[key] < 1:
@@ -333,12 +354,14 @@ def _multi_tensor_apply(given: dict, problem) -> dict:
     return out
 
 
-def set_profile(profile: str | os.PathLike | dict | None, *, host_time: str = "measured") -> None:
+def set_profile(profile: str | os.PathLike | dict | None, *, host_time: str = "modelled") -> None:
     """Simulated time on with `profile` (its clocks start at zero), or off (None).
 
-    host_time: "measured" (the host time between launches as measured here, plus
-    the part's launch overhead) or "modelled" (the part's launch overhead alone:
-    the timeline no longer depends on this machine's speed).
+    host_time: "modelled" (the part's host: the profile's dispatch time per operator
+    and launch time per kernel; the timeline is the same on every machine, and the
+    same whether kernels run asynchronously, blocking or not at all) or "measured"
+    (the program's own time between operators as this machine's CPU took it, added:
+    it moves with this machine's speed and load).
 
     SIMHPU_DEVICE_PROFILE sets it at import, and there the device memory's capacity
     follows the profile unless SIMHPU_MEMORY_LIMIT says otherwise; set at run time,
@@ -351,9 +374,37 @@ def set_profile(profile: str | os.PathLike | dict | None, *, host_time: str = "m
         return
     checked = load_profile(profile)
     _install_flop_formulas()
+    _install_optimizer_host_time()
     _C._simclock_set_host_time(_HOST_TIME[host_time])
     _C._simclock_set_profile(checked)
     _profiles_in_use[checked["name"]] = checked
+
+
+_optimizer_hooks = None
+_optimizer_depth = threading.local()
+
+
+def _install_optimizer_host_time() -> None:
+    """An optimizer step's host time besides its operators (the profile's host_optimizer_overhead a
+    parameter tensor with a gradient), charged once a step: an optimizer that steps others (torchtitan's
+    container) is counted at the outermost step only."""
+    global _optimizer_hooks
+    if _optimizer_hooks is not None:
+        return
+
+    def before(optimizer, *_):
+        depth = getattr(_optimizer_depth, "value", 0)
+        _optimizer_depth.value = depth + 1
+        name = _C._simclock_profile_name()
+        overhead = _profiles_in_use.get(name, {}).get("host_optimizer_overhead", 0.0) if name else 0.0
+        if depth == 0 and overhead > 0:
+            tensors = sum(p.grad is not None for group in optimizer.param_groups for p in group["params"])
+            _C._simclock_add_host_time(overhead * tensors)
+
+    def after(optimizer, *_):
+        _optimizer_depth.value = max(0, getattr(_optimizer_depth, "value", 1) - 1)
+
+    _optimizer_hooks = (register_optimizer_step_pre_hook(before), register_optimizer_step_post_hook(after))
 
 
 def profile() -> str | None:
@@ -366,7 +417,7 @@ PROJECTED_SCALES = (8, 64, 1024)  # the group sizes a report projects each colle
 
 
 @contextlib.contextmanager
-def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str = "measured",
+def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str = "modelled",
              execute: bool = True, values: str = "placeholder", tokens_per_step: int | None = None,
              flops_per_token: float | None = None, _keep_capacity: bool = False):
     """Simulated time for the block; yields a Simulation whose report() describes it.
@@ -863,12 +914,13 @@ def _attention_backend(name: str, args: list) -> str:
     """The SDPA backend the profile's part would take for this fused attention launch."""
     profile = _profiles_in_use.get(_C._simclock_profile_name() or "", {})
     priority = profile.get("attention", {}).get("priority", ["flash"])
+    rules = profile.get("attention", {}).get("rules", "cuda")
     query = args[1] if _ATTENTION[name][0] == 2 else args[0]
     mask_at = {"aten::_scaled_dot_product_flash_attention_for_cpu": 5,
                "aten::_scaled_dot_product_flash_attention_for_cpu_backward": 8}.get(name)
     masked = mask_at is not None and mask_at < len(args) and isinstance(args[mask_at], torch.Tensor)
     try:
-        return kernel_choice.attention_backend(priority, query.dtype, int(query.shape[-1]), masked=masked)
+        return kernel_choice.attention_backend(priority, query.dtype, int(query.shape[-1]), masked=masked, rules=rules)
     except (AttributeError, IndexError, TypeError, ValueError):
         return priority[0] if priority[0] != "math" else "flash"
 
@@ -953,7 +1005,7 @@ def _start_from_environment() -> None:
     checked = load_profile(value)
     if not os.environ.get("SIMHPU_MEMORY_LIMIT"):
         os.environ["SIMHPU_MEMORY_LIMIT"] = str(int(checked["memory_capacity"]))  # read at the device's first use
-    set_profile(checked, host_time=os.environ.get("SIMHPU_SIMULATED_HOST_TIME", "measured").strip() or "measured")
+    set_profile(checked, host_time=os.environ.get("SIMHPU_SIMULATED_HOST_TIME", "modelled").strip() or "modelled")
     phantom._start_from_environment(checked)
 
 
@@ -962,7 +1014,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m torch_simhpu.simulation",
         description="Run a script with simulated time on and print where the modelled part spends it.")
     parser.add_argument("--profile", required=True, help=f"a shipped profile ({', '.join(profiles())}) or a path")
-    parser.add_argument("--host-time", choices=sorted(_HOST_TIME), default="measured")
+    parser.add_argument("--host-time", choices=sorted(_HOST_TIME), default="modelled",
+                        help="modelled (the default): the part's host time per operator and launch, the same on "
+                             "every machine; measured: the script's own time between operators here, added")
     parser.add_argument("--top", type=int, default=20, help="operators listed (by simulated time)")
     parser.add_argument("--execute", action=argparse.BooleanOptionalAction, default=None,
                         help="run the kernels (--no-execute: phantom execution, see torch_simhpu/phantom.py; "

@@ -25,12 +25,14 @@ import torch
 
 _CLASSES = {
     "transcendental": (
-        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "gelu", "silu", "mish", "erf",
-        "erfc", "erfinv", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "pow", "rsqrt",
-        "softplus", "elu", "selu", "celu", "logit", "gelu_backward", "silu_backward", "sigmoid_backward",
-        "tanh_backward", "mish_backward", "softplus_backward", "elu_backward", "lgamma", "digamma", "xlogy",
-        "hardswish", "hardsigmoid", "hardswish_backward", "special_erfcx", "logaddexp", "logaddexp2",
+        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "silu", "mish",
+        "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "pow", "rsqrt",
+        "softplus", "elu", "selu", "celu", "logit", "silu_backward", "sigmoid_backward",
+        "tanh_backward", "mish_backward", "softplus_backward", "elu_backward", "xlogy",
+        "hardswish", "hardsigmoid", "hardswish_backward", "logaddexp", "logaddexp2",
     ),
+    # (a GPU runs these at its memory's speed too; a CPU's cores take several times an exp's time an element)
+    "special": ("gelu", "gelu_backward", "erf", "erfc", "erfinv", "special_erfcx", "lgamma", "digamma"),
     "reduction": (
         "sum", "mean", "amax", "amin", "aminmax", "max", "min", "argmax", "argmin", "prod", "norm",
         "linalg_vector_norm", "var", "std", "var_mean", "std_mean", "all", "any", "logsumexp", "nansum",
@@ -115,10 +117,16 @@ def _enabled(backend: str) -> bool:
             "efficient": cuda.mem_efficient_sdp_enabled, "math": cuda.math_sdp_enabled}[backend]()
 
 
-def _meets(backend: str, dtype: torch.dtype, head_dim: int, masked: bool) -> bool:
-    """The call's constraints, as PyTorch's sdp_utils state them for each kernel family."""
+RULES = ("cuda", "cpu")  # whose SDPA constraints a part follows (a profile's attention.rules)
+
+
+def _meets(backend: str, dtype: torch.dtype, head_dim: int, masked: bool, rules: str = "cuda") -> bool:
+    """The call's constraints, as PyTorch's sdp_utils state them for each kernel family: on a
+    CPU, its one fused kernel (flash) takes every floating dtype, head dim and mask."""
     if backend == "math":
         return True
+    if rules == "cpu":
+        return backend == "flash" and dtype in (*_HALF, torch.float32, torch.float64)
     if backend == "flash":
         return dtype in _HALF and head_dim <= 256 and head_dim % 8 == 0 and not masked
     if backend == "cudnn":
@@ -130,7 +138,8 @@ def _meets(backend: str, dtype: torch.dtype, head_dim: int, masked: bool) -> boo
     return False
 
 
-def attention_backend(priority: list[str], dtype: torch.dtype, head_dim: int, *, masked: bool = False) -> str:
+def attention_backend(priority: list[str], dtype: torch.dtype, head_dim: int, *, masked: bool = False,
+                      rules: str = "cuda") -> str:
     """The backend scaled_dot_product_attention takes on a part whose order is `priority`: the
     program's own order where it set one (sdpa_kernel(..., set_priority=True)), the first
     enabled backend whose constraints the call meets."""
@@ -139,7 +148,7 @@ def attention_backend(priority: list[str], dtype: torch.dtype, head_dim: int, *,
     if current and current != _DEFAULT_ORDER:
         order = [_TORCH_ORDER[b] for b in current if b in _TORCH_ORDER]
     for backend in order:
-        if _enabled(backend) and _meets(backend, dtype, head_dim, masked):
+        if _enabled(backend) and _meets(backend, dtype, head_dim, masked, rules):
             return backend
     return "math"
 
