@@ -37,7 +37,7 @@ TARGET = 0.20  # the issue's: each step's price within 20 % of its real time
 
 def _quick_cases() -> list[dict]:
     from torch_simhpu import part_measure
-    keep = {part_measure.GEMM, "x + y", "torch.softmax(x, -1)", part_measure.LAUNCH_HOST, part_measure.OPTIMIZER_HOST}
+    keep = {part_measure.GEMM, "x + y", "torch.softmax(x, -1)", *part_measure.HOST_CALLS}
     return [c for c in part_measure.cpu_cases() if c["call"] in keep]
 
 

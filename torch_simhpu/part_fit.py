@@ -51,7 +51,8 @@ def normalised(row: dict) -> dict | None:
     case = dict(row)
     call = case["call"]
     if case["kind"] == "attention":
-        backend = "flash" if "flash backend forced" in call else "default"
+        # (part_measure's rows say their backend; the shared file's first sweep says it in the call)
+        backend = case.get("backend") or ("flash" if "flash backend forced" in call else "default")
         backward = "backward" in call
         case.update(call=part_measure.SDPA_FB if backward else part_measure.SDPA_F, backend=backend,
                     kv_heads=case.get("kv_heads", case["heads"]))
@@ -81,7 +82,7 @@ def normalised(row: dict) -> dict | None:
     if case["kind"] == "launch":
         if "CUDA graph" in call or "graph" in case.get("timing", ""):
             case["call"] = "graph"
-        elif call != part_measure.OPTIMIZER_HOST:
+        elif call not in part_measure.HOST_CALLS:
             case["call"] = part_measure.LAUNCH_HOST
     if case["kind"] == "optimizer" and "width" not in case:
         # the shared file's parameter sets: GPT-2 124M (148 tensors), a Llama-3.2-1B shape (147)
@@ -97,7 +98,7 @@ def priced_seconds(case: dict, profile) -> float:
     with _phantom(profile):
         if case["kind"] == "launch":
             x = torch.zeros(1, device="simhpu")
-            call = (part_measure.build(case, "simhpu") if case["call"] == part_measure.OPTIMIZER_HOST
+            call = (part_measure.build(case, "simhpu") if case["call"] != part_measure.LAUNCH_HOST
                     else lambda: x.add_(1))
             call()  # (an optimizer's state made, as the part's loop had it)
             torch.simhpu.synchronize()
@@ -273,7 +274,7 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         if case["kind"] == "launch" and case["call"] == "graph":
             profile["kernel_overhead"] = row["seconds"]
             notes.append(f"kernel_overhead {row['seconds'] * 1e6:.2f} us: back-to-back tiny kernels in a CUDA graph")
-        elif case["kind"] == "launch" and case["call"] == part_measure.OPTIMIZER_HOST:
+        elif case["kind"] == "launch" and case["call"] in (part_measure.OPTIMIZER_HOST, part_measure.AUTOGRAD_HOST):
             continue  # (after the host's time per launch, below)
         elif case["kind"] == "launch":
             seconds = row["seconds"]
@@ -282,15 +283,17 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             profile["host_op_overhead"] = seconds * share
             profile["host_launch_overhead"] = seconds * (1 - share)
             notes.append(f"host time per eager launch {seconds * 1e6:.2f} us (dispatch {share:.0%}, launch the rest)")
-    optimizer_host = by(lambda c: c["kind"] == "launch" and c["call"] == part_measure.OPTIMIZER_HOST)
-    if optimizer_host:
-        # what the step's host time is beyond its operators' dispatch, a tensor
-        profile["host_optimizer_overhead"] = 0.0
-        per_tensor = [(r["row"]["seconds"] - r["priced"]) / r["case"]["tensors"]
-                      for r in evaluate(optimizer_host, profile) if r["priced"] is not None]
-        profile["host_optimizer_overhead"] = min(1e-3, max(0.0, statistics.median(per_tensor))) if per_tensor else 0.0
-        notes.append(f"host time of an optimizer step besides its operators: "
-                     f"{profile['host_optimizer_overhead'] * 1e6:.2f} us a tensor")
+    # what a library's Python and bookkeeping take on the host beyond its operators' dispatch
+    for call, field, per, label in (
+            (part_measure.OPTIMIZER_HOST, "host_optimizer_overhead", lambda c: c["tensors"], "an optimizer step, a tensor"),
+            (part_measure.AUTOGRAD_HOST, "host_autograd_overhead", lambda c: c["ops"] + 1, "autograd, a node")):
+        rows_of = by(lambda c, call=call: c["kind"] == "launch" and c["call"] == call)
+        if rows_of:
+            profile[field] = 0.0
+            each = [(r["row"]["seconds"] - r["priced"]) / per(r["case"])
+                    for r in evaluate(rows_of, profile) if r["priced"] is not None]
+            profile[field] = min(1e-3, max(0.0, statistics.median(each))) if each else 0.0
+            notes.append(f"host time of {label} besides its operators: {profile[field] * 1e6:.2f} us")
     pinned = [row["bytes"] / row["seconds"] for row, case in cases if case["kind"] == "host link" and "pinned" in case["call"]]
     pageable = [row["bytes"] / row["seconds"] for row, case in cases if case["kind"] == "host link" and "pageable" in case["call"]]
     efficiency = profile["efficiency"]

@@ -55,6 +55,9 @@ HOST_LINK = ("device.copy_(host), host pinned", "device.copy_(host), host pageab
 LAUNCH_HOST = "x.add_(1) on a 1-element tensor in a Python loop: host seconds per call"
 # An optimizer step whose kernels take no time: what torch.optim's Python adds to its operators' dispatch.
 OPTIMIZER_HOST = "AdamW step (foreach) over 1-element tensors in a Python loop: host seconds per call"
+# A chain of tiny operators that autograd records, then its backward: what the autograd engine adds.
+AUTOGRAD_HOST = "y = y * 1.0001 on a 0-d tensor that requires grad, forward then backward, in a Python loop: host seconds per call"
+HOST_CALLS = (LAUNCH_HOST, OPTIMIZER_HOST, AUTOGRAD_HOST)
 
 
 def gpu_cases() -> list[dict]:
@@ -102,6 +105,7 @@ def gpu_cases() -> list[dict]:
         cases.append(dict(kind="host link", call=call, bytes=1 << 28))
     cases.append(dict(kind="launch", call=LAUNCH_HOST))
     cases.append(dict(kind="launch", call=OPTIMIZER_HOST, tensors=24))
+    cases.append(dict(kind="launch", call=AUTOGRAD_HOST, ops=16))
     return cases
 
 
@@ -133,6 +137,7 @@ def cpu_cases() -> list[dict]:
         cases.append(dict(kind="optimizer", call=call, tensors=24, width=128))
     cases.append(dict(kind="launch", call=LAUNCH_HOST))
     cases.append(dict(kind="launch", call=OPTIMIZER_HOST, tensors=24))
+    cases.append(dict(kind="launch", call=AUTOGRAD_HOST, ops=16))
     return cases
 
 
@@ -192,6 +197,15 @@ def build(case: dict, device) -> callable:
         if call.startswith("device.copy_"):
             return lambda: on_device.copy_(host, non_blocking=True)
         return lambda: host.copy_(on_device, non_blocking=True)
+    if kind == "launch" and call == AUTOGRAD_HOST:
+        x = torch.ones((), device=device, requires_grad=True)
+
+        def forward_backward():
+            y = x
+            for _ in range(case["ops"]):
+                y = y * 1.0001
+            y.backward()
+        return forward_backward
     if kind == "launch" and call == OPTIMIZER_HOST:
         params = [torch.zeros(1, device=device, requires_grad=True) for _ in range(case["tensors"])]
         for p in params:

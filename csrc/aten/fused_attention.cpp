@@ -6,6 +6,8 @@
 // would take its flash kernel, the device takes PyTorch's "overrideable"
 // backend, whose two operators run the CPU's flash kernels as device kernels
 // (the reference path: meta kernel on the host, CPU kernel on the worker).
+#include "runtime/own_work.h"
+
 #include <ATen/OpMathType.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
@@ -19,6 +21,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <optional>
 
 namespace simhpu::attention {
 namespace {
@@ -77,8 +80,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
               "(got ", dropout_p, "); scaled_dot_product_attention takes the math path for dropout");
   TORCH_CHECK(!return_debug_mask, "_scaled_dot_product_fused_attention_overrideable on simhpu: no debug mask");
   const int64_t groups = query_heads_per_kv_head(query, key);
+  // (What fits the CPU kernel to the operator is simhpu's own work: a part's fused kernel
+  // groups heads, writes float32 statistics and lays out its output itself.)
+  std::optional<OwnWorkScope> fitting(std::in_place);
+  const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
+  fitting.reset();
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
-      query, per_query_head(key, groups), per_query_head(value, groups), dropout_p, is_causal, attn_bias, scale);
+      query, key_heads, value_heads, dropout_p, is_causal, attn_bias, scale);
+  fitting.emplace();
   // The CPU kernel's logsumexp is [batch, query, heads] in its compute dtype;
   // the operator's is [batch, heads, query] in float32.
   logsumexp = logsumexp.to(at::kFloat).contiguous();
@@ -100,10 +109,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward(
   }
   const auto compute_dtype = at::toOpMathType(query.scalar_type());
   const int64_t groups = query_heads_per_kv_head(query, key);
+  std::optional<OwnWorkScope> fitting(std::in_place);  // (as in the forward)
+  const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
+  const Tensor kernel_logsumexp = logsumexp.to(compute_dtype).transpose(1, 2).contiguous().transpose(1, 2);
+  fitting.reset();
   auto [grad_q, grad_k, grad_v] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-      grad_out, query, per_query_head(key, groups), per_query_head(value, groups), out,
-      logsumexp.to(compute_dtype).transpose(1, 2).contiguous().transpose(1, 2), dropout_p, is_causal,
+      grad_out, query, key_heads, value_heads, out, kernel_logsumexp, dropout_p, is_causal,
       attn_bias.defined() ? std::optional<Tensor>(attn_bias) : std::nullopt, scale);
+  fitting.emplace();
   if (groups > 1) {  // each key/value head's gradient: the sum over the query heads it served
     grad_k = grad_k.unflatten(-3, {key.size(-3), groups}).sum(-3);
     grad_v = grad_v.unflatten(-3, {value.size(-3), groups}).sum(-3);

@@ -39,6 +39,7 @@ DeviceProfile profile_of(const py::dict& d) {
   p.host_launch_overhead = d["host_launch_overhead"].cast<double>();
   p.sync_latency = d["sync_latency"].cast<double>();
   p.synchronous_launches = d["synchronous_launches"].cast<bool>();
+  p.host_autograd_overhead = d["host_autograd_overhead"].cast<double>();
   p.convolution_floor = d["convolution_floor"].cast<double>();
   const auto host_link = d["host_link"].cast<py::dict>();
   p.host_link = link_of(host_link);

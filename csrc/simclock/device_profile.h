@@ -63,6 +63,7 @@ struct DeviceProfile {
   double host_op_overhead = 0;      // host time the framework takes to dispatch an operator to the part
   double host_launch_overhead = 0;  // host time the part's driver takes to launch a kernel
   double sync_latency = 0;          // for the host to see that the device finished
+  double host_autograd_overhead = 0;  // host time the autograd engine takes a node, besides its operators
   // The host runs each kernel itself before it goes on (a CPU is its own host):
   // a launch returns when its kernel ends.
   bool synchronous_launches = false;

@@ -5,6 +5,7 @@
 #include "runtime/capture.h"
 #include "runtime/launch_queue.h"
 #include "runtime/observers.h"
+#include "runtime/own_work.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -135,7 +136,19 @@ bool kernel_thread() {
   return on_launch_worker() || running_kernel() || at::in_parallel_region();
 }
 
+// The autograd engine evaluates a node of the graph: the part's host pays the engine's
+// bookkeeping for it (and for recording it in the forward), besides the node's operators.
+void on_autograd_node(State& s) {
+  if (s.profile && host_thread && !kernel_thread()) s.host += s.profile->host_autograd_overhead;
+}
+
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    on_autograd_node(s);
+    return nullptr;
+  }
   if (kernel_thread()) return nullptr;
   if (op_depth++ == 0) {
     State& s = state();
@@ -174,8 +187,8 @@ void end_multi_tensor_op() {
   if (p.synchronous_launches) s.host = std::max(s.host, s.streams[op.stream].time);
 }
 
-void on_operator_end(const at::RecordFunction&, at::ObserverContext*) {
-  if (kernel_thread()) return;
+void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION || kernel_thread()) return;
   if (op_depth > 0 && --op_depth == 0) {
     if (multi_tensor_op.active) end_multi_tensor_op();
     last_cpu = thread_cpu_seconds();
@@ -317,7 +330,8 @@ void set_profile(std::optional<DeviceProfile> profile) {
   ++s.epoch;
   if (s.profile && !operator_callbacks) {
     operator_callbacks = at::addGlobalCallback(
-        at::RecordFunctionCallback(&on_operator_start, &on_operator_end).scopes({at::RecordScope::FUNCTION}));
+        at::RecordFunctionCallback(&on_operator_start, &on_operator_end)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
   } else if (!s.profile && operator_callbacks) {
     at::removeCallback(*operator_callbacks);
     operator_callbacks.reset();
@@ -389,6 +403,11 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
   // A hold is simhpu's own bookkeeping (memory kept until its stream passes), made
   // only when the CPU workers happen to be behind: nothing the part would launch.
   if (record.kind == LaunchRecord::Kind::Hold) return;
+  // Nor is what simhpu launches to fit a reference kernel to the part's operator (runtime/own_work.h).
+  if (own_work()) {
+    next_traits.reset();
+    return;
+  }
   // Inside an operator the host's time is the profile's per launch, and the
   // operator's end marks the thread's CPU time again: no need to read it here
   // (a system call, the largest part of what simulated time costs a launch).

@@ -330,3 +330,47 @@ def test_the_cpu_as_a_part_benchmark_runs_end_to_end(tmp_path):
     assert profile["synchronous_launches"] and profile["multi_tensor_apply"]["enabled"] is False
     rows = json.loads((tmp_path / "cpu-rows.json").read_text())["rows"]
     assert any(r["kind"] == "step" and r["model"] == "gpt" and r["autocast"] is False for r in rows)
+
+
+def test_an_autograd_node_takes_the_profiles_host_time():
+    def make():
+        x = torch.ones((), device="simhpu", requires_grad=True)
+
+        def forward_backward():
+            y = x
+            for _ in range(8):
+                y = y * 1.0001
+            y.backward()
+        return forward_backward
+    _, plain = _launches(make, part("h100-sxm"))
+    _, with_engine = _launches(make, dict(part("h100-sxm"), host_autograd_overhead=20e-6))
+    # eight MulBackward0 nodes and the leaf's AccumulateGrad
+    assert with_engine - plain == pytest.approx(9 * 20e-6, rel=1e-6)
+
+
+@pytest.mark.parametrize("kv_heads", [16, 4])
+def test_fused_attention_is_priced_as_the_parts_kernels_alone(kv_heads):
+    """The CPU kernel that stands in for the part's needs its gradients copied back into the
+    operator's layout (and, for grouped-query attention, its key and value heads repeated and their
+    gradients summed): simhpu's own work, which the part's fused kernels do in place."""
+    def make():
+        q = torch.empty(2, 16, 512, 64, device="simhpu", dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.empty(2, kv_heads, 512, 64, device="simhpu", dtype=torch.bfloat16, requires_grad=True)
+                for _ in range(2))
+        out = F.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != 16)
+        g = torch.empty_like(out)
+        return lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != 16),
+                                           (q, k, v), g)
+    launches, _ = _launches(make, part("h100-sxm"))
+    assert [r[0] for r in launches] == ["aten::_scaled_dot_product_flash_attention_for_cpu",
+                                        "aten::_scaled_dot_product_flash_attention_for_cpu_backward"]
+
+
+def test_a_rows_own_backend_is_kept_when_it_is_normalised():
+    row = dict(kind="attention", call=part_measure.SDPA_F, backend="flash", dtype="bfloat16", batch=1, heads=16,
+               kv_heads=16, seq=512, head_dim=128, causal=False, seconds=1e-4)
+    assert part_fit.normalised(row)["backend"] == "flash"
+    shared = dict(row, call="scaled_dot_product_attention, flash backend forced (sdpa_kernel(FLASH_ATTENTION)), forward")
+    del shared["backend"]
+    assert part_fit.normalised(shared)["backend"] == "flash"
+    assert part_fit.normalised(dict(shared, call="scaled_dot_product_attention (default backend), forward"))["backend"] == "default"

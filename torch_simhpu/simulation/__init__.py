@@ -165,9 +165,12 @@ def _validated(data: dict, where: str) -> dict:
         raise problem("memory_bandwidth", "a bandwidth > 0")
     # optional: the host's time an optimizer step takes per parameter tensor besides its operators'
     # dispatch (torch.optim's Python: grouping the tensors, reading their state), as measured
-    out["host_optimizer_overhead"] = positive(data.get("host_optimizer_overhead", 0), "host_optimizer_overhead")
-    if out["host_optimizer_overhead"] > 1e-3:
-        raise problem("host_optimizer_overhead", f"seconds a parameter tensor, <= 1e-3, got {out['host_optimizer_overhead']!r}")
+    # optional: the host's time the autograd engine takes a node of the graph (recording it in the
+    # forward, running it in the backward) besides the node's operators' dispatch, as measured
+    for name, unit in (("host_optimizer_overhead", "a parameter tensor"), ("host_autograd_overhead", "an autograd node")):
+        out[name] = positive(data.get(name, 0), name)
+        if out[name] > 1e-3:
+            raise problem(name, f"seconds {unit}, <= 1e-3, got {out[name]!r}")
     # optional: the least a convolution launch takes (its library's per-call setup), as measured
     out["convolution_floor"] = positive(data.get("convolution_floor", 0), "convolution_floor")
     if out["convolution_floor"] > 1e-2:
