@@ -687,8 +687,11 @@ def fsdp2_steps_simulated_timeline(rank, world, execute):
             model(x).float().square().mean().backward()
             opt.step()
             opt.zero_grad()
-    return [(x.op, x.stream, round(x.launched * 1e9), round(x.start * 1e9), round(x.end * 1e9))
-            for x in sim.launches]
+    # (streams by the order the step first used them: which of the device's pool a process hands
+    # out depends on what ran in it before)
+    streams = {}
+    return [(x.op, streams.setdefault(x.stream, len(streams)), round(x.launched * 1e9), round(x.start * 1e9),
+             round(x.end * 1e9)) for x in sim.launches]
 
 
 def fsdp2_step_makes_no_device_wide_wait(rank, world):
