@@ -361,13 +361,18 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             moved = max(moved, abs(math.log(r)))
         convolutions = by(lambda c: c["kind"] == "gemm" and c["call"] in (part_measure.CONV_F, part_measure.CONV_FB))
         profile["convolution_floor"] = _convolution_floor(profile, convolutions, host_per_call)
-        # (the efficiency on the convolutions the floor does not decide)
+        # (the efficiencies on the convolutions the floor does not decide: the forward's on forward
+        # rows, then the backward's on forward + backward rows, the forward's as fitted)
         selected = [r["row"] for r in evaluate(convolutions, dict(profile, convolution_floor=0.0))
                     if r["priced"] is None or r["priced"] - host_per_call(r["row"]) >= profile["convolution_floor"]]
-        r = _ratio(priced(selected))
-        if r:
-            efficiency["convolution"] = min(1.0, (efficiency.get("convolution") or efficiency["matrix"]) / r)
-            moved = max(moved, abs(math.log(r)))
+        for direction, call in (("convolution", part_measure.CONV_F), ("convolution_backward", part_measure.CONV_FB)):
+            r = _ratio(priced([row for row in selected if normalised(row)["call"] == call]))
+            if r:
+                before = efficiency.get(direction) or efficiency.get("convolution") or efficiency["matrix"]
+                if direction == "convolution_backward":  # (the forward's share of the row stays as priced)
+                    r = _backward_ratio(priced([row for row in selected if normalised(row)["call"] == call]), profile)
+                efficiency[direction] = min(1.0, before / r)
+                moved = max(moved, abs(math.log(r)))
         selected = by(lambda c: c["kind"] == "gemm" and c.get("tf32") is True)
         r = _ratio(priced(selected))
         if r:
@@ -399,15 +404,43 @@ def _floor(profile: dict, cls: str, small: list[dict], host_per_call) -> float:
     return max(0.0, min(candidates)) if candidates else 0.0
 
 
+def _backward_ratio(results: list[dict], profile: dict) -> float:
+    """measured / priced of forward + backward rows' backward share: each row's priced forward (the
+    same call without its backward) taken off both sides."""
+    ratios = []
+    for r in results:
+        if not r.get("priced"):
+            continue
+        forward = priced_seconds(dict(r["case"], call=part_measure.CONV_F), profile)
+        measured, priced = r["row"]["seconds"] - forward, r["priced"] - forward
+        if measured > 0 and priced > 0:
+            ratios.append(measured / priced)
+    return math.exp(statistics.median(math.log(x) for x in ratios)) if ratios else 1.0
+
+
 def _convolution_floor(profile: dict, rows: list[dict], host_per_call) -> float:
-    """The least a convolution launch takes, from forward rows whose FLOPs (at the convolution
-    efficiency, no floor) explain under half of their time; 0 where none is so small."""
-    candidates = []
-    for result in evaluate([r for r in rows if r["call"] == part_measure.CONV_F], dict(profile, convolution_floor=0.0)):
-        kernel = result["row"]["seconds"] - host_per_call(result["row"])
-        if result["priced"] is not None and result["priced"] - host_per_call(result["row"]) < kernel / 2:
-            candidates.append(kernel)
-    return min(1e-2, max(0.0, min(candidates))) if candidates else profile.get("convolution_floor", 0.0)
+    """The least a convolution launch takes: where forward rows of one weight shape were timed at
+    two input sizes, the time a launch takes beyond its work (the intercept of time against
+    FLOPs through the smallest and largest); the base's where no rows are so paired."""
+    from torch.utils.flop_counter import conv_flop_count
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for row in rows:
+        case = normalised(row)
+        if case is None or case["call"] != part_measure.CONV_F:
+            continue
+        stride, padding = case["stride"], case["padding"]
+        out = [case["input"][0], case["weight"][0],
+               *((size + 2 * padding - k) // stride + 1 for size, k in zip(case["input"][2:], case["weight"][2:]))]
+        flops = conv_flop_count(case["input"], case["weight"], out, transposed=False)
+        groups.setdefault((tuple(case["weight"]), stride, padding), []).append((flops, row["seconds"] - host_per_call(row)))
+    intercepts = []
+    for points in groups.values():
+        (f0, t0), (f1, t1) = min(points), max(points)
+        if f1 > f0:
+            intercepts.append(t0 - (t1 - t0) * f0 / (f1 - f0))
+    if not intercepts:
+        return profile.get("convolution_floor", 0.0)
+    return min(1e-2, max(0.0, statistics.median(intercepts)))
 
 
 def _set_efficiency(profile: dict, unit: str, wanted: float) -> None:

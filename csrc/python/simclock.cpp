@@ -105,6 +105,9 @@ DeviceProfile profile_of(const py::dict& d) {
   p.host_link_efficiency = eff["host_link"].cast<double>();
   p.fabric_efficiency = eff["fabric"].cast<double>();
   if (eff.contains("convolution")) p.convolution_efficiency = eff["convolution"].cast<double>();
+  if (eff.contains("convolution_backward")) {
+    p.convolution_backward_efficiency = eff["convolution_backward"].cast<double>();
+  }
   return p;
 }
 
@@ -283,6 +286,9 @@ void bind_simclock(py::module_& m) {
             }
             if (described.contains("tf32")) matrix.tf32 = described["tf32"].cast<bool>();
             if (described.contains("convolution")) matrix.convolution = described["convolution"].cast<bool>();
+            if (described.contains("convolution_backward")) {
+              matrix.convolution_backward = described["convolution_backward"].cast<bool>();
+            }
           } else {
             matrix.flops = counted.cast<double>();
           }

@@ -107,6 +107,9 @@ struct DeviceProfile {
   double matrix_efficiency_8bit = 0;
   // Convolutions' own (cuDNN's kernels and their layout changes), when given (0: the matrix efficiency).
   double convolution_efficiency = 0;
+  // A convolution's backward's (cuDNN's data- and weight-gradient kernels reach far less of the
+  // peak than its forward), when given (0: the convolution efficiency).
+  double convolution_backward_efficiency = 0;
   // The least a convolution launch takes (its library's per-call setup: a CPU's oneDNN reorders
   // its operands' layouts), where measured (0: none beyond kernel_overhead).
   double convolution_floor = 0;

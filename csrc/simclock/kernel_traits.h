@@ -38,6 +38,7 @@ struct KernelTraits {
   AttentionBackend attention_backend = AttentionBackend::Flash;
   bool tf32 = false;  // a float32 matmul the program lets run in TF32
   bool convolution = false;  // a convolution (forward or backward): the profile's convolution efficiency
+  bool convolution_backward = false;  // its backward: the profile's convolution backward efficiency, where given
   // The kernels this launch stands for on the part (a multi-tensor apply's chunks), >= 1.
   int64_t kernels = 1;
 };

@@ -222,6 +222,8 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
   const double peak_flops = tf32 ? p.tf32_flops : (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
   double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
   const double efficiency = !matrix ? p.vector_efficiency
+                            : traits.convolution_backward && p.convolution_backward_efficiency > 0
+                                ? p.convolution_backward_efficiency
                             : traits.convolution && p.convolution_efficiency > 0 ? p.convolution_efficiency
                             : c10::elementSize(dtype) == 1 && p.matrix_efficiency_8bit > 0 ? p.matrix_efficiency_8bit
                                                                                             : p.matrix_efficiency;

@@ -489,6 +489,7 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     next_traits->attention_backend = static_cast<AttentionBackend>(matrix->attention_backend);
     next_traits->tf32 = matrix->tf32;
     next_traits->convolution = matrix->convolution;
+    next_traits->convolution_backward = matrix->convolution_backward;
   }
 }
 

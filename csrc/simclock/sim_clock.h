@@ -67,6 +67,7 @@ struct MatrixLaunch {
   uint8_t attention_backend = 0;  // (AttentionBackend)
   bool tf32 = false;
   bool convolution = false;
+  bool convolution_backward = false;
 };
 using FlopFormula = std::function<std::optional<MatrixLaunch>(const c10::OperatorHandle& op,
                                                         c10::ArrayRef<c10::IValue> args,

@@ -374,3 +374,21 @@ def test_a_rows_own_backend_is_kept_when_it_is_normalised():
     del shared["backend"]
     assert part_fit.normalised(shared)["backend"] == "flash"
     assert part_fit.normalised(dict(shared, call="scaled_dot_product_attention (default backend), forward"))["backend"] == "default"
+
+
+def test_a_convolutions_backward_is_priced_at_its_own_efficiency():
+    def make():
+        x = torch.empty(32, 64, 56, 56, device="simhpu", dtype=torch.bfloat16, requires_grad=True)
+        w = torch.empty(64, 64, 3, 3, device="simhpu", dtype=torch.bfloat16, requires_grad=True)
+        out = F.conv2d(x, w, padding=1)
+        g = torch.empty_like(out)
+        return lambda: torch.autograd.grad(F.conv2d(x, w, padding=1), (x, w), g)
+
+    def backward_seconds(**efficiency):
+        profile = part("h100-sxm")
+        profile = dict(profile, efficiency=dict(profile["efficiency"], convolution=0.5, **efficiency))
+        launches, _ = _launches(make, profile)
+        (backward,) = [r for r in launches if r[0].startswith("aten::convolution_backward")]
+        return backward[16] - backward[15]
+    same = backward_seconds()  # (none of its own: the convolution's)
+    assert backward_seconds(convolution_backward=0.1) == pytest.approx(5 * same, rel=0.05)

@@ -254,8 +254,9 @@ def _validated(data: dict, where: str) -> dict:
         if not 0 < value <= 1:
             raise problem(f"efficiency.{name}", f"a fraction of peak in (0, 1], got {value!r}")
         out["efficiency"][name] = value
-    # optional: 8-bit GEMMs' and convolutions' own efficiencies (0: the matrix one)
-    for name in ("matrix_8bit", "convolution"):
+    # optional: 8-bit GEMMs' and convolutions' own efficiencies, forward and backward (0: the matrix
+    # one; a convolution's backward without its own: the convolution's)
+    for name in ("matrix_8bit", "convolution", "convolution_backward"):
         value = positive(efficiency.get(name, 0), f"efficiency.{name}")
         if value > 1:
             raise problem(f"efficiency.{name}", f"a fraction of peak in (0, 1], got {value!r}")
@@ -992,6 +993,8 @@ def _install_flop_formulas() -> None:
             described["tf32"] = True
         if "convolution" in name:  # (cuDNN's kernels: the profile's convolution efficiency, not a GEMM's waves)
             described["convolution"] = True
+            if "backward" in name:  # (its data and weight gradients: kernels of their own, at their own efficiency)
+                described["convolution_backward"] = True
         return (counted, described) if described else counted
 
     _C._simclock_set_flop_formula(flops, sorted(by_name))
