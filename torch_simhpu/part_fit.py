@@ -366,11 +366,11 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         selected = [r["row"] for r in evaluate(convolutions, dict(profile, convolution_floor=0.0))
                     if r["priced"] is None or r["priced"] - host_per_call(r["row"]) >= profile["convolution_floor"]]
         for direction, call in (("convolution", part_measure.CONV_F), ("convolution_backward", part_measure.CONV_FB)):
-            r = _ratio(priced([row for row in selected if normalised(row)["call"] == call]))
-            if r:
+            results = priced([row for row in selected if normalised(row)["call"] == call])
+            # (a backward's: its rows' forward share stays as priced)
+            r = _backward_ratio(results, profile) if direction == "convolution_backward" else _ratio(results)
+            if r and results:
                 before = efficiency.get(direction) or efficiency.get("convolution") or efficiency["matrix"]
-                if direction == "convolution_backward":  # (the forward's share of the row stays as priced)
-                    r = _backward_ratio(priced([row for row in selected if normalised(row)["call"] == call]), profile)
                 efficiency[direction] = min(1.0, before / r)
                 moved = max(moved, abs(math.log(r)))
         selected = by(lambda c: c["kind"] == "gemm" and c.get("tf32") is True)

@@ -392,3 +392,10 @@ def test_a_convolutions_backward_is_priced_at_its_own_efficiency():
         return backward[16] - backward[15]
     same = backward_seconds(convolution_backward=0)  # (none of its own: the convolution's)
     assert backward_seconds(convolution_backward=0.1) == pytest.approx(5 * same, rel=0.05)
+
+
+def test_profile_part_refuses_a_thread_count_below_one_and_writes_nothing(tmp_path):
+    output = tmp_path / "host.json"
+    result = subprocess.run([sys.executable, "-m", "torch_simhpu.profile_part", "--device", "cpu", "--threads", "0",
+                             "-o", str(output)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "--threads must be >= 1, got 0" in result.stderr and not output.exists()
