@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, help="with --device cpu: the intra-op threads the part has "
                                                     "(torch.set_num_threads; default: torch's)")
     args = parser.parse_args(argv)
-    if args.threads:
+    if args.threads is not None:
         if args.threads < 1:
             parser.error(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
