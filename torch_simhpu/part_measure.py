@@ -534,7 +534,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, help="the CPU's intra-op threads (torch.set_num_threads): "
                                                     "the part, when --device cpu")
     args = parser.parse_args(argv)
-    if args.threads:
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     cases = cpu_cases() if torch.device(args.device).type == "cpu" else gpu_cases()
     steps = [s for s in args.steps.split(",") if s]
