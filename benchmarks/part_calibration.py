@@ -5,8 +5,11 @@
     python benchmarks/part_calibration.py --markdown # the tables docs/figures.md quotes
 
 The calibration set is ../shared/measurements/h100-sxm-2026-11-27.json (186 calls timed on a
-real H100 SXM, torch 2.11 + CUDA 13). torch_simhpu.part_fit splits it: within each group of
-alike rows, every other size is held out. The constants of h100-sxm (memory and matrix
+real H100 SXM, torch 2.11 + CUDA 13) with benchmarks/measurements/h100-sxm-2026-11-28-vision.json
+(39 calls on another H100: batch norm, pooling, column sums, float32 layer norms, convolutions
+with three input channels or channels_last, attention at 128-256 keys; none at a training
+step's shapes). torch_simhpu.part_fit splits it: within each group of alike rows, every other
+size is held out. The constants of h100-sxm (memory and matrix
 efficiencies, the memory classes' traffic and floors, each attention backend's curves, TF32,
 convolutions, the host link, launch costs, multi-tensor apply's kernels) are fitted on the rest
 (held in), starting from the shipped profile's published-figure values.
@@ -17,7 +20,16 @@ Then the fitted profile is judged, never fitted, on:
   LLM-layer and skinny shapes, SDPA at 2k-16k keys with head dim 64 and GQA, memory classes at
   four sizes, AdamW on other parameter sets) and five eager training steps of the model zoo;
 - benchmarks/measurements/h200-2026-11-27.json: another part, an H200, priced by the h200
-  profile, which inherits h100-sxm's compute and states its own bandwidth and capacity.
+  profile, which inherits h100-sxm's compute and states its own bandwidth and capacity;
+- the 2026-11-28 pair (h100-sxm-2026-11-28.json, h200-2026-11-28.json): both parts again, on
+  other machines, with the host rows (part_measure.HOST_CALLS).
+
+The host's constants (per eager launch, per autograd node, per optimizer tensor) are the
+machine's, not the part's: the same H200 step took 27.5 ms on one machine and 45.3 ms on
+another whose host launched an eager kernel in 16.1 us instead of 8.0. The shipped profile takes
+them from HOST_MACHINE's three host rows (the calibration set has only the launch row); a step is
+then judged twice: on the profile as shipped, and on "its own host": the profile with the host
+constants of the three host rows in the step's own file (the steps themselves never fitted on).
 """
 from __future__ import annotations
 
@@ -29,8 +41,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CALIBRATION = ROOT.parent / "shared" / "measurements" / "h100-sxm-2026-11-27.json"
+CALIBRATION_EXTRA = HERE / "measurements" / "h100-sxm-2026-11-28-vision.json"
+HOST_MACHINE = HERE / "measurements" / "h100-sxm-2026-11-28.json"
 HELD_OUT = {"another H100 SXM (other shapes, steps)": (HERE / "measurements" / "h100-sxm-2026-11-27-b.json", "h100-sxm"),
-            "an H200 (another part)": (HERE / "measurements" / "h200-2026-11-27.json", "h200")}
+            "an H200 (another part)": (HERE / "measurements" / "h200-2026-11-27.json", "h200"),
+            "a third H100 SXM (2026-11-28)": (HOST_MACHINE, "h100-sxm"),
+            "a second H200 (2026-11-28)": (HERE / "measurements" / "h200-2026-11-28.json", "h200")}
 PROFILE = ROOT / "torch_simhpu" / "profiles" / "h100-sxm.json"
 
 
@@ -38,13 +54,34 @@ def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
     if not path.exists():
         raise SystemExit(f"part_calibration: the calibration set is not at {path} (../shared/measurements "
                          "beside the checkout)")
-    return json.loads(path.read_text())["rows"]
+    rows = json.loads(path.read_text())["rows"]
+    if path == CALIBRATION:
+        rows += json.loads(CALIBRATION_EXTRA.read_text())["rows"]
+    return rows
+
+
+def host_rows(rows: list[dict]) -> list[dict]:
+    """A file's host rows: the host's time per eager launch, per optimizer step's tensor, per autograd node."""
+    from torch_simhpu import part_measure
+    return [r for r in rows if r["kind"] == "launch" and r["call"] in part_measure.HOST_CALLS]
+
+
+def with_host_of(profile: dict, rows: list[dict]) -> dict:
+    """`profile` with the host constants `rows`' host rows set (the rest as it is)."""
+    from torch_simhpu import part_fit
+    fitted, _ = part_fit.fit(host_rows(rows), json.loads(json.dumps(profile)), log=lambda *_: None)
+    return fitted
 
 
 def fitted_profile(rows: list[dict], log=print) -> tuple[dict, list[str], list[dict], list[dict]]:
     from torch_simhpu import part_fit
     fit_rows, held = part_fit.split(rows)
     profile, notes = part_fit.fit(fit_rows, "h100-sxm", log=log)
+    # (the host: the launch row's machine lacks the other two host rows; HOST_MACHINE has all three)
+    machine = json.loads(HOST_MACHINE.read_text())["rows"]
+    _, host_notes = part_fit.fit(host_rows(machine), json.loads(json.dumps(profile)), log=lambda *_: None)
+    profile = with_host_of(profile, machine)
+    notes += [f"{n} (host rows of {HOST_MACHINE.name})" for n in host_notes]
     return profile, notes, fit_rows, held
 
 
@@ -114,6 +151,13 @@ def main(argv=None) -> int:
         print_table(f"held out: {title} ({path.name}, priced by {name})", table(results), args.markdown)
         print_rows(results, kinds=("step",) if not args.rows else ("step", "gemm", "attention", "memory-bound",
                                                                    "optimizer", "host link", "launch"))
+        if host_rows(measured["rows"]):
+            own_host = part_fit.check(with_host_of(profile if name == "h100-sxm" else _raw_member(profile, name),
+                                                   measured["rows"]))
+            steps = [r for r in measured["rows"] if r["kind"] == "step"]
+            results = part_fit.evaluate(steps, own_host)
+            print_table(f"held out: {title}, steps on their own host's rows", table(results), args.markdown)
+            print_rows(results)
     return 0
 
 
@@ -128,6 +172,16 @@ def profile_text(profile: dict) -> str:
         else:
             lines.append(f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}")
     return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def _raw_member(fitted_h100: dict, name: str) -> dict:
+    """`name`'s profile as a raw dict (inheritance merged) with the fitted H100 constants."""
+    from torch_simhpu import simulation
+    own = json.loads((simulation.PROFILE_DIR / f"{name}.json").read_text())
+    if own.get("inherits") != "h100-sxm":
+        return own
+    own.pop("inherits")
+    return simulation._merged(fitted_h100, own)
 
 
 def _family_member(fitted_h100: dict, name: str) -> dict:

@@ -41,6 +41,9 @@ CALL_CLASS = {
     "F.layer_norm(x, (cols,), w) forward": "norm", "F.layer_norm(x, (cols,), w) forward + backward": "norm_backward",
     "x.contiguous() of x.t()": "transpose", "torch.cat((x, x), -1)": "copy",
     "F.cross_entropy(logits, y) forward + backward": "softmax", "F.embedding(idx, w) forward + backward": "index",
+    part_measure.BATCH_NORM[0]: "batch_norm", part_measure.BATCH_NORM[1]: "batch_norm_backward",
+    part_measure.MAX_POOL[0]: "pooling", part_measure.MAX_POOL[1]: "pooling_backward",
+    part_measure.COLUMN_SUM: "reduction",
 }
 CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
 
@@ -365,9 +368,27 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         # rows, then the backward's on forward + backward rows, the forward's as fitted)
         selected = [r["row"] for r in evaluate(convolutions, dict(profile, convolution_floor=0.0))
                     if r["priced"] is None or r["priced"] - host_per_call(r["row"]) >= profile["convolution_floor"]]
+        aligned = [row for row in selected if not _unaligned(row)]
+        # (channels not a multiple of 8: the library's slower kernels, one efficiency for both directions)
+        results = priced([row for row in selected if _unaligned(row) and normalised(row)["call"] == part_measure.CONV_F])
+        r = _ratio(results)
+        if r and results:
+            before = efficiency.get("convolution_unaligned") or efficiency.get("convolution") or efficiency["matrix"]
+            efficiency["convolution_unaligned"] = min(1.0, before / r)
+            moved = max(moved, abs(math.log(r)))
         for direction, call in (("convolution", part_measure.CONV_F), ("convolution_backward", part_measure.CONV_FB)):
-            results = priced([row for row in selected if normalised(row)["call"] == call])
-            # (a backward's: its rows' forward share stays as priced)
+            rows_of = sorted((row for row in aligned if normalised(row)["call"] == call), key=_size)
+            # The host's time a call takes in the library: what the smaller calls take beyond their
+            # price (a device's event-timed rows hold it; a CPU's wall-clock ones, its floor).
+            smaller = [row for row in rows_of[: len(rows_of) // 2] if not host_per_call(row)]
+            field = "host_" + direction + "_overhead"
+            residuals = [r["row"]["seconds"] - r["priced"] for r in priced(smaller) if r["priced"]]
+            if residuals:
+                before_host = profile.get(field, 0.0)
+                profile[field] = min(1e-2, max(0.0, before_host + statistics.median(residuals)))
+                moved = max(moved, abs(profile[field] - before_host) / max(profile[field], 1e-6) * 0.1)
+            # the efficiency on the larger ones (a backward's: its rows' forward share stays as priced)
+            results = priced(rows_of[len(rows_of) // 2:] if residuals else rows_of)
             r = _backward_ratio(results, profile) if direction == "convolution_backward" else _ratio(results)
             if r and results:
                 before = efficiency.get(direction) or efficiency.get("convolution") or efficiency["matrix"]
@@ -381,7 +402,11 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         if moved < 0.01:
             break
     notes.append(f"memory efficiency {efficiency['memory']:.3f}, matrix efficiency {efficiency['matrix']:.3f}, "
-                 f"convolution efficiency {efficiency.get('convolution', 0):.3f}, "
+                 f"convolution efficiency {efficiency.get('convolution', 0):.3f} (backward "
+                 f"{efficiency.get('convolution_backward', 0):.3f}, unaligned channels "
+                 f"{efficiency.get('convolution_unaligned', 0):.3f}), host time a convolution call "
+                 f"{profile.get('host_convolution_overhead', 0) * 1e6:.1f} us (backward "
+                 f"{profile.get('host_convolution_backward_overhead', 0) * 1e6:.1f} us), "
                  f"convolution floor {profile.get('convolution_floor', 0) * 1e6:.1f} us")
     for cls, entry in sorted(profile.get("memory_classes", {}).items()):
         notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us")
@@ -402,6 +427,11 @@ def _floor(profile: dict, cls: str, small: list[dict], host_per_call) -> float:
             candidates.append(kernel)
     entry["floor"] = before
     return max(0.0, min(candidates)) if candidates else 0.0
+
+
+def _unaligned(row: dict) -> bool:
+    """A convolution row whose input channels (a group's) are not a multiple of 8."""
+    return normalised(row)["weight"][1] % 8 != 0
 
 
 def _backward_ratio(results: list[dict], profile: dict) -> float:

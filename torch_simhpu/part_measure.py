@@ -49,6 +49,10 @@ ROWWISE = ("torch.softmax(x, -1)", "torch.softmax(x, -1) forward + backward", "F
            "F.layer_norm(x, (cols,), w) forward + backward", "x.contiguous() of x.t()", "torch.cat((x, x), -1)",
            "F.cross_entropy(logits, y) forward + backward")
 EMBEDDING = "F.embedding(idx, w) forward + backward"
+# What a vision step runs besides its matrix products (NCHW, or channels_last where a case says).
+BATCH_NORM = ("F.batch_norm(x, training=True) forward", "F.batch_norm(x, training=True) forward + backward")
+MAX_POOL = ("F.max_pool2d(x, 3, 2, 1) forward", "F.max_pool2d(x, 3, 2, 1) forward + backward")
+COLUMN_SUM = "x.sum(0)"  # (a bias's gradient)
 ADAMW = ("AdamW step (foreach)", "AdamW step (fused)", "AdamW step (for-loop)")
 HOST_LINK = ("device.copy_(host), host pinned", "device.copy_(host), host pageable",
              "host.copy_(device), host pinned", "host.copy_(device), host pageable")
@@ -103,9 +107,43 @@ def gpu_cases() -> list[dict]:
             cases.append(dict(kind="optimizer", call=call, tensors=tensors, width=width))
     for call in HOST_LINK:
         cases.append(dict(kind="host link", call=call, bytes=1 << 28))
+    cases += vision_cases()
     cases.append(dict(kind="launch", call=LAUNCH_HOST))
     cases.append(dict(kind="launch", call=OPTIMIZER_HOST, tensors=24))
     cases.append(dict(kind="launch", call=AUTOGRAD_HOST, ops=16))
+    return cases
+
+
+def vision_cases() -> list[dict]:
+    """Convolutional networks' and small transformers' kinds: batch norm, pooling, convolutions with
+    few input channels or channels_last, column sums, float32 norms, attention at short sequences."""
+    cases = []
+    for shape, fmt in (([32, 64, 112, 112], None), ([128, 128, 28, 28], None), ([64, 256, 28, 28], None),
+                       ([256, 512, 7, 7], None), ([64, 128, 56, 56], "channels_last")):
+        for call in BATCH_NORM:
+            cases.append(dict(kind="memory-bound", call=call, dtype="bfloat16", shape=shape,
+                              **({"memory_format": fmt} if fmt else {})))
+    for shape in ([32, 64, 112, 112], [64, 128, 56, 56]):
+        for call in MAX_POOL:
+            cases.append(dict(kind="memory-bound", call=call, dtype="bfloat16", shape=shape))
+    for shape in ([25088, 768], [8192, 3072], [65536, 256]):
+        cases.append(dict(kind="memory-bound", call=COLUMN_SUM, dtype="bfloat16", shape=shape))
+    for shape in ([25088, 768], [16384, 1024]):
+        for call in (ROWWISE[2], ROWWISE[3]):
+            cases.append(dict(kind="memory-bound", call=call, dtype="float32", shape=shape))
+    for inp, w, stride, pad, fmt in (([64, 3, 224, 224], [768, 3, 16, 16], 16, 0, None),
+                                     ([64, 3, 112, 112], [32, 3, 3, 3], 2, 1, None),
+                                     ([32, 128, 28, 28], [128, 128, 3, 3], 1, 1, None),
+                                     ([128, 256, 14, 14], [256, 256, 3, 3], 1, 1, None),
+                                     ([64, 64, 56, 56], [64, 64, 3, 3], 1, 1, "channels_last"),
+                                     ([32, 128, 28, 28], [128, 128, 3, 3], 1, 1, "channels_last")):
+        for call in (CONV_F, CONV_FB):
+            cases.append(dict(kind="gemm", call=call, dtype="bfloat16", input=inp, weight=w, stride=stride,
+                              padding=pad, **({"memory_format": fmt} if fmt else {})))
+    for batch, heads, seq in ((64, 12, 256), (32, 16, 128), (256, 8, 197)):
+        for call in (SDPA_F, SDPA_FB):
+            cases.append(dict(kind="attention", call=call, backend="default", dtype="bfloat16", batch=batch,
+                              heads=heads, kv_heads=heads, seq=seq, head_dim=64, causal=False))
     return cases
 
 
@@ -165,8 +203,11 @@ def build(case: dict, device) -> callable:
         op = torch.bmm if call == BMM else torch.mm
         return lambda: op(a, b)
     if kind == "gemm":
-        x = _randn(*case["input"], device=device, dtype=dtype, grad=call == CONV_FB)
-        w = _randn(*case["weight"], device=device, dtype=dtype, grad=call == CONV_FB)
+        x = _randn(*case["input"], device=device, dtype=dtype)
+        w = _randn(*case["weight"], device=device, dtype=dtype)
+        if case.get("memory_format") == "channels_last":
+            x, w = x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
+        x, w = x.requires_grad_(call == CONV_FB), w.requires_grad_(call == CONV_FB)
         if call == CONV_F:
             return lambda: F.conv2d(x, w, stride=case["stride"], padding=case["padding"])
         out = F.conv2d(x, w, stride=case["stride"], padding=case["padding"])
@@ -230,7 +271,26 @@ def _memory_bound(case: dict, device, dtype) -> callable:
         y = torch.randint(0, shape[1], (shape[0],), device=device)
         return lambda: torch.autograd.grad(F.cross_entropy(logits, y), (logits,))
     backward = "forward + backward" in call
-    x = _randn(*shape, device=device, dtype=dtype, grad=backward)
+    x = _randn(*shape, device=device, dtype=dtype)
+    if case.get("memory_format") == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    x.requires_grad_(backward)
+    if call in BATCH_NORM:
+        # (as BatchNorm2d under autocast: float32 weights and statistics, the activations' dtype)
+        weight, bias = (torch.ones(shape[1], device=device, requires_grad=backward) for _ in range(2))
+        mean, var = torch.zeros(shape[1], device=device), torch.ones(shape[1], device=device)
+
+        def batch_norm():
+            return F.batch_norm(x, mean, var, weight, bias, training=True)
+        if not backward:
+            return batch_norm
+        g = torch.randn_like(x)
+        return lambda: torch.autograd.grad(batch_norm(), (x, weight, bias), g)
+    if call in MAX_POOL:
+        if not backward:
+            return lambda: F.max_pool2d(x, 3, 2, 1)
+        g = torch.randn_like(F.max_pool2d(x.detach(), 3, 2, 1))
+        return lambda: torch.autograd.grad(F.max_pool2d(x, 3, 2, 1), (x,), g)
     y = torch.randn(*shape, device=device, dtype=dtype)
     other = torch.float32 if dtype != torch.float32 else torch.bfloat16
     if call.startswith("F.layer_norm"):
@@ -248,7 +308,7 @@ def _memory_bound(case: dict, device, dtype) -> callable:
         "x + y": lambda: x + y, "x * y": lambda: x * y, "F.silu(x)": lambda: F.silu(x),
         "torch.exp(x)": lambda: torch.exp(x), "F.gelu(x, approximate='tanh')": lambda: F.gelu(x, approximate="tanh"),
         "x.to(other dtype)": lambda: x.to(other), "F.dropout(x, 0.1)": lambda: F.dropout(x, 0.1),
-        "x.clone()": lambda: x.clone(), "x.sum()": lambda: x.sum(), "x.sum(-1)": lambda: x.sum(-1),
+        "x.clone()": lambda: x.clone(), "x.sum()": lambda: x.sum(), "x.sum(-1)": lambda: x.sum(-1), COLUMN_SUM: lambda: x.sum(0),
         "x.contiguous() of x.t()": lambda: x.t().contiguous(), "torch.cat((x, x), -1)": lambda: torch.cat((x, x), -1),
     }
     return table[call]
@@ -533,12 +593,16 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", default="", help="model zoo steps to time as well, comma-separated")
     parser.add_argument("--threads", type=int, help="the CPU's intra-op threads (torch.set_num_threads): "
                                                     "the part, when --device cpu")
+    parser.add_argument("--cases", choices=("all", "vision"), default="all",
+                        help="vision: only vision_cases() (batch norm, pooling, convolutions, short attention)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         if args.threads < 1:
             parser.error(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     cases = cpu_cases() if torch.device(args.device).type == "cpu" else gpu_cases()
+    if args.cases == "vision":
+        cases = vision_cases()
     steps = [s for s in args.steps.split(",") if s]
     result = measure(args.device, cases, time_limit=args.time_limit, steps=steps)
     with open(args.output, "w") as f:

@@ -40,6 +40,8 @@ DeviceProfile profile_of(const py::dict& d) {
   p.sync_latency = d["sync_latency"].cast<double>();
   p.synchronous_launches = d["synchronous_launches"].cast<bool>();
   p.host_autograd_overhead = d["host_autograd_overhead"].cast<double>();
+  p.host_convolution_overhead = d["host_convolution_overhead"].cast<double>();
+  p.host_convolution_backward_overhead = d["host_convolution_backward_overhead"].cast<double>();
   p.convolution_floor = d["convolution_floor"].cast<double>();
   const auto host_link = d["host_link"].cast<py::dict>();
   p.host_link = link_of(host_link);
@@ -107,6 +109,9 @@ DeviceProfile profile_of(const py::dict& d) {
   if (eff.contains("convolution")) p.convolution_efficiency = eff["convolution"].cast<double>();
   if (eff.contains("convolution_backward")) {
     p.convolution_backward_efficiency = eff["convolution_backward"].cast<double>();
+  }
+  if (eff.contains("convolution_unaligned")) {
+    p.convolution_unaligned_efficiency = eff["convolution_unaligned"].cast<double>();
   }
   return p;
 }
@@ -288,6 +293,9 @@ void bind_simclock(py::module_& m) {
             if (described.contains("convolution")) matrix.convolution = described["convolution"].cast<bool>();
             if (described.contains("convolution_backward")) {
               matrix.convolution_backward = described["convolution_backward"].cast<bool>();
+            }
+            if (described.contains("convolution_unaligned")) {
+              matrix.convolution_unaligned = described["convolution_unaligned"].cast<bool>();
             }
           } else {
             matrix.flops = counted.cast<double>();

@@ -64,6 +64,10 @@ struct DeviceProfile {
   double host_launch_overhead = 0;  // host time the part's driver takes to launch a kernel
   double sync_latency = 0;          // for the host to see that the device finished
   double host_autograd_overhead = 0;  // host time the autograd engine takes a node, besides its operators
+  // Host time a convolution call takes in the part's library besides its launches (cuDNN finds
+  // its plan and workspace, and launches layout changes), forward and backward.
+  double host_convolution_overhead = 0;
+  double host_convolution_backward_overhead = 0;
   // The host runs each kernel itself before it goes on (a CPU is its own host):
   // a launch returns when its kernel ends.
   bool synchronous_launches = false;
@@ -110,6 +114,9 @@ struct DeviceProfile {
   // A convolution's backward's (cuDNN's data- and weight-gradient kernels reach far less of the
   // peak than its forward), when given (0: the convolution efficiency).
   double convolution_backward_efficiency = 0;
+  // A convolution whose input channels (a group's) are not a multiple of 8: the library's
+  // tensor-core kernels need aligned channels, and it falls back to slower ones (0: not separate).
+  double convolution_unaligned_efficiency = 0;
   // The least a convolution launch takes (its library's per-call setup: a CPU's oneDNN reorders
   // its operands' layouts), where measured (0: none beyond kernel_overhead).
   double convolution_floor = 0;

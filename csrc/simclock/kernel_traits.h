@@ -25,6 +25,10 @@ enum class MemoryClass : uint8_t {
   Random,          // a generator's draws (dropout, bernoulli, normal)
   Loss,            // nll_loss and its kin
   MultiTensor,     // a _foreach_ or fused optimizer kernel: launched as CUDA's multi-tensor apply chunks it
+  BatchNorm,       // batch norm's statistics over every dimension but the channels: a part's kernel may run a channel a block
+  BatchNormBackward,
+  Pooling,         // windows over an image (max/avg pooling): each input read by the windows that overlap it
+  PoolingBackward, // the gradient scattered back to each window's inputs
   Count
 };
 
@@ -39,6 +43,7 @@ struct KernelTraits {
   bool tf32 = false;  // a float32 matmul the program lets run in TF32
   bool convolution = false;  // a convolution (forward or backward): the profile's convolution efficiency
   bool convolution_backward = false;  // its backward: the profile's convolution backward efficiency, where given
+  bool convolution_unaligned = false;  // input channels not a multiple of 8: the profile's unaligned efficiency
   // The kernels this launch stands for on the part (a multi-tensor apply's chunks), >= 1.
   int64_t kernels = 1;
 };

@@ -222,6 +222,8 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
   const double peak_flops = tf32 ? p.tf32_flops : (matrix ? p.matrix_flops : p.vector_flops)[static_cast<size_t>(dtype)];
   double memory = cost.bytes / (p.memory_bandwidth * p.memory_efficiency);
   const double efficiency = !matrix ? p.vector_efficiency
+                            : traits.convolution_unaligned && p.convolution_unaligned_efficiency > 0
+                                ? p.convolution_unaligned_efficiency
                             : traits.convolution_backward && p.convolution_backward_efficiency > 0
                                 ? p.convolution_backward_efficiency
                             : traits.convolution && p.convolution_efficiency > 0 ? p.convolution_efficiency
@@ -380,6 +382,10 @@ const char* memory_class_name(MemoryClass c) {
     case MemoryClass::Random: return "random";
     case MemoryClass::Loss: return "loss";
     case MemoryClass::MultiTensor: return "multi_tensor";
+    case MemoryClass::BatchNorm: return "batch_norm";
+    case MemoryClass::BatchNormBackward: return "batch_norm_backward";
+    case MemoryClass::Pooling: return "pooling";
+    case MemoryClass::PoolingBackward: return "pooling_backward";
     case MemoryClass::Count: break;
   }
   return "?";

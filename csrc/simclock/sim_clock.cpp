@@ -448,6 +448,10 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
     return;  // a cluster's launches were timed as they were collected; an argument is no launch on the part
   }
   if (launches_a_kernel) s.host += s.profile->host_launch_overhead;
+  if (traits.convolution) {
+    s.host += traits.convolution_backward ? s.profile->host_convolution_backward_overhead
+                                          : s.profile->host_convolution_overhead;
+  }
   if (const LaunchSequence* graph = graph_replayed_by(record)) {
     // A replay: its kernels go to the device back to back, launched at once.
     for (const LaunchRecord& r : graph->records) {
@@ -490,6 +494,7 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     next_traits->tf32 = matrix->tf32;
     next_traits->convolution = matrix->convolution;
     next_traits->convolution_backward = matrix->convolution_backward;
+    next_traits->convolution_unaligned = matrix->convolution_unaligned;
   }
 }
 

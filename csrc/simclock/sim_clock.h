@@ -68,6 +68,7 @@ struct MatrixLaunch {
   bool tf32 = false;
   bool convolution = false;
   bool convolution_backward = false;
+  bool convolution_unaligned = false;
 };
 using FlopFormula = std::function<std::optional<MatrixLaunch>(const c10::OperatorHandle& op,
                                                         c10::ArrayRef<c10::IValue> args,

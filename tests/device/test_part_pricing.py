@@ -342,7 +342,7 @@ def test_an_autograd_node_takes_the_profiles_host_time():
                 y = y * 1.0001
             y.backward()
         return forward_backward
-    _, plain = _launches(make, part("h100-sxm"))
+    _, plain = _launches(make, dict(part("h100-sxm"), host_autograd_overhead=0.0))
     _, with_engine = _launches(make, dict(part("h100-sxm"), host_autograd_overhead=20e-6))
     # eight MulBackward0 nodes and the leaf's AccumulateGrad
     assert with_engine - plain == pytest.approx(9 * 20e-6, rel=1e-6)
@@ -399,3 +399,67 @@ def test_profile_part_refuses_a_thread_count_below_one_and_writes_nothing(tmp_pa
     result = subprocess.run([sys.executable, "-m", "torch_simhpu.profile_part", "--device", "cpu", "--threads", "0",
                              "-o", str(output)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "--threads must be >= 1, got 0" in result.stderr and not output.exists()
+
+
+def _image(shape, grad=False):
+    return torch.empty(*shape, device="simhpu", dtype=torch.bfloat16, requires_grad=grad)
+
+
+@pytest.mark.parametrize("op, cls", [
+    (lambda x: F.batch_norm(x, None, None, training=True), "batch_norm"),
+    (lambda x: F.max_pool2d(x, 3, 2, 1), "pooling"),
+    (lambda x: F.layer_norm(x, x.shape[-1:]), "norm"),
+])
+def test_batch_norm_and_pooling_are_priced_by_classes_of_their_own(op, cls):
+    # (the part's batch-norm kernels reduce a channel a block, its pooling reads overlapping windows:
+    # each its own class, so a row-wise norm's traffic does not price them)
+    def make():
+        x = _image((32, 64, 56, 56))
+        return lambda: op(x)
+    classes = ("norm", "batch_norm", "pooling")
+    base = part("h100-sxm")
+    plain = dict(base, memory_classes={c: {"traffic": 1.0} for c in classes})
+    heavier = dict(base, memory_classes={c: {"traffic": 8.0 if c == cls else 1.0} for c in classes})
+    assert device_seconds(make, heavier) > 4 * device_seconds(make, plain)
+
+
+@pytest.mark.parametrize("channels, unaligned", [(3, True), (8, False), (64, False)])
+def test_a_convolution_with_unaligned_input_channels_is_priced_at_its_own_efficiency(channels, unaligned):
+    def make():
+        x, w = _image((64, channels, 112, 112)), _image((64, channels, 7, 7))
+        return lambda: F.conv2d(x, w, stride=2, padding=3)
+    base = part("h100-sxm")
+    efficiency = dict(base["efficiency"], convolution=0.5, convolution_unaligned=0.05)
+    slow = device_seconds(make, dict(base, efficiency=efficiency, convolution_floor=0.0))
+    fast = device_seconds(make, dict(base, efficiency=dict(efficiency, convolution_unaligned=0.5), convolution_floor=0.0))
+    assert (slow > 3 * fast) if unaligned else slow == pytest.approx(fast, rel=1e-9)
+
+
+def test_a_convolution_call_takes_the_profiles_host_time_forward_and_backward():
+    def make():
+        x, w = _image((8, 16, 28, 28), grad=True), _image((16, 16, 3, 3), grad=True)
+        g = torch.empty(8, 16, 28, 28, device="simhpu", dtype=torch.bfloat16)
+        return lambda: torch.autograd.grad(F.conv2d(x, w, padding=1), (x, w), g)
+    base = dict(part("h100-sxm"), host_convolution_overhead=0.0, host_convolution_backward_overhead=0.0)
+    _, plain = _launches(make, base)
+    _, forward = _launches(make, dict(base, host_convolution_overhead=40e-6))
+    _, backward = _launches(make, dict(base, host_convolution_backward_overhead=300e-6))
+    assert forward - plain == pytest.approx(40e-6, rel=1e-6)
+    assert backward - plain == pytest.approx(300e-6, rel=1e-6)
+
+
+@pytest.mark.parametrize("field, value", [("host_convolution_backward_overhead", -1e-6),
+                                          ("host_convolution_overhead", 1.0)])
+def test_a_convolution_host_time_out_of_range_is_refused_by_name(field, value):
+    with pytest.raises(ProfileError, match=field):
+        load_profile(dict(part_fit._raw("h100-sxm"), **{field: value}))
+
+
+def test_every_vision_case_is_priceable_on_simhpu():
+    # (what part_measure times on a part for batch norm, pooling, convolutions and short attention:
+    # the fit needs each priced as the part ran it)
+    rows = [dict(case, seconds=1e-3, timing="CUDA events around each call") for case in part_measure.vision_cases()
+            if case["kind"] != "gemm" or math.prod(case["input"]) <= 1 << 22]
+    results = part_fit.evaluate(rows, part_fit.check(part("h100-sxm")))
+    assert len(results) == len(rows)
+    assert all(r["priced"] and r["priced"] > 0 for r in results), [r.get("failure") for r in results]

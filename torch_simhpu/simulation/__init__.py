@@ -171,6 +171,12 @@ def _validated(data: dict, where: str) -> dict:
         out[name] = positive(data.get(name, 0), name)
         if out[name] > 1e-3:
             raise problem(name, f"seconds {unit}, <= 1e-3, got {out[name]!r}")
+    # optional: the host's time a convolution call takes in the part's library besides its launch
+    # (cuDNN's plan and workspace lookups, its layout changes' launches), forward and backward
+    for name in ("host_convolution_overhead", "host_convolution_backward_overhead"):
+        out[name] = positive(data.get(name, 0), name)
+        if out[name] > 1e-2:
+            raise problem(name, f"seconds a call, <= 1e-2, got {out[name]!r}")
     # optional: the least a convolution launch takes (its library's per-call setup), as measured
     out["convolution_floor"] = positive(data.get("convolution_floor", 0), "convolution_floor")
     if out["convolution_floor"] > 1e-2:
@@ -255,8 +261,9 @@ def _validated(data: dict, where: str) -> dict:
             raise problem(f"efficiency.{name}", f"a fraction of peak in (0, 1], got {value!r}")
         out["efficiency"][name] = value
     # optional: 8-bit GEMMs' and convolutions' own efficiencies, forward and backward (0: the matrix
-    # one; a convolution's backward without its own: the convolution's)
-    for name in ("matrix_8bit", "convolution", "convolution_backward"):
+    # one; a convolution's backward without its own: the convolution's), and a convolution's whose
+    # input channels are not a multiple of 8 (0: as the others)
+    for name in ("matrix_8bit", "convolution", "convolution_backward", "convolution_unaligned"):
         value = positive(efficiency.get(name, 0), f"efficiency.{name}")
         if value > 1:
             raise problem(f"efficiency.{name}", f"a fraction of peak in (0, 1], got {value!r}")
@@ -957,6 +964,16 @@ def _gemm_shape(name: str, args: list, outputs: list) -> tuple[int, int, int, in
     return None
 
 
+def _unaligned_channels(name: str, args: list) -> bool:
+    """Whether a convolution's input channels (a group's, the weight's second dimension) are not a
+    multiple of 8, which the part's tensor-core kernels need (an image's 3 colours: a stem, a patch embedding)."""
+    try:
+        weight = args[2] if "backward" in name else args[1]
+        return int(weight.shape[1]) % 8 != 0
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return False
+
+
 def _install_flop_formulas() -> None:
     """The reference path asks torch.utils.flop_counter's formulas for the operators it has one for."""
     global _formulas_installed
@@ -995,6 +1012,8 @@ def _install_flop_formulas() -> None:
             described["convolution"] = True
             if "backward" in name:  # (its data and weight gradients: kernels of their own, at their own efficiency)
                 described["convolution_backward"] = True
+            if _unaligned_channels(name, args):
+                described["convolution_unaligned"] = True
         return (counted, described) if described else counted
 
     _C._simclock_set_flop_formula(flops, sorted(by_name))

@@ -44,19 +44,37 @@ _CLASSES = {
         "log_softmax", "_safe_softmax",
     ),
     "norm": (
-        "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-        "_batch_norm_with_update", "_batch_norm_no_update", "native_group_norm", "_fused_rms_norm", "rms_norm",
-        "batch_norm_stats", "batch_norm_elemt", "batch_norm_gather_stats_with_counts", "instance_norm",
+        "native_layer_norm", "native_group_norm", "_fused_rms_norm", "rms_norm",
     ),
     "norm_backward": (
-        "native_layer_norm_backward", "native_batch_norm_backward", "native_group_norm_backward",
-        "_fused_rms_norm_backward", "batch_norm_backward", "batch_norm_backward_reduce", "batch_norm_backward_elemt",
+        "native_layer_norm_backward", "native_group_norm_backward", "_fused_rms_norm_backward",
+    ),
+    # (statistics over the batch and the image, per channel: on a GPU, PyTorch's NCHW kernels reduce
+    # a channel a block, far from the memory's speed; measured apart from the row-wise norms)
+    "batch_norm": (
+        "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+        "_batch_norm_with_update", "_batch_norm_no_update", "batch_norm_stats", "batch_norm_elemt",
+        "batch_norm_gather_stats_with_counts", "instance_norm", "cudnn_batch_norm", "miopen_batch_norm",
+    ),
+    "batch_norm_backward": (
+        "native_batch_norm_backward", "batch_norm_backward", "batch_norm_backward_reduce", "batch_norm_backward_elemt",
+        "cudnn_batch_norm_backward", "miopen_batch_norm_backward",
+    ),
+    "pooling": (
+        "max_pool2d_with_indices", "max_pool3d_with_indices", "max_pool2d", "max_pool1d", "avg_pool2d", "avg_pool3d",
+        "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_max_pool2d", "_adaptive_avg_pool3d",
+        "adaptive_max_pool3d", "fractional_max_pool2d", "max_unpool2d",
+    ),
+    "pooling_backward": (
+        "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward", "avg_pool2d_backward",
+        "avg_pool3d_backward", "_adaptive_avg_pool2d_backward", "adaptive_max_pool2d_backward",
+        "_adaptive_avg_pool3d_backward", "adaptive_max_pool3d_backward", "fractional_max_pool2d_backward",
     ),
     "index": (
         "embedding", "embedding_dense_backward", "embedding_backward", "index_select", "gather", "scatter",
         "scatter_add", "scatter_reduce", "index_add", "index", "index_put", "_index_put_impl", "take", "index_copy",
         "index_fill", "masked_scatter", "masked_select", "embedding_bag", "_embedding_bag",
-        "_embedding_bag_backward", "max_pool2d_with_indices_backward",
+        "_embedding_bag_backward",
     ),
     "copy": (
         "copy", "clone", "_to_copy", "cat", "stack", "constant_pad_nd", "repeat", "repeat_interleave",
