@@ -88,8 +88,11 @@ def normalised(row: dict) -> dict | None:
         elif call not in part_measure.HOST_CALLS:
             case["call"] = part_measure.LAUNCH_HOST
     if case["kind"] == "optimizer" and "width" not in case:
-        # the shared file's parameter sets: GPT-2 124M (148 tensors), a Llama-3.2-1B shape (147)
-        case["width"] = 768 if case["tensors"] == 148 else 2048
+        # the shared file's parameter sets, as its rows name them: GPT-2 124M (148 tensors), Llama 3.2 1B (147)
+        case["parameters"] = "gpt2-124m" if case["tensors"] == 148 else "llama-3.2-1b"
+        shapes = part_measure.PARAMETER_SETS[case["parameters"]]()
+        if "numel" in case and sum(math.prod(s) for s in shapes) != case["numel"]:
+            return None  # (another parameter set than the two this file timed: not made up)
     return case
 
 
@@ -343,13 +346,14 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
                        and c["call"].count("backward") == 0 and _size(c) <= 1 << 20)
             if small:
                 classes.setdefault(cls, {})["floor"] = _floor(profile, cls, small, host_per_call)
-        # optimizers: multi-tensor apply's per-kernel time, on the foreach and fused rows
-        selected = by(lambda c: c["kind"] == "optimizer" and not c["call"].endswith("(for-loop)"))
-        r = _ratio(priced(selected))
-        if r:
-            entry = classes.setdefault("multi_tensor", {})
-            entry["traffic"] = min(_MOST_TRAFFIC, max(0.25, entry.get("traffic", 1.0) * r))
-            moved = max(moved, abs(math.log(r)))
+        # optimizers: multi-tensor apply's traffic, a foreach step's operators and a fused step's kernels apart
+        for cls, kind in (("multi_tensor", "(foreach)"), ("fused_optimizer", "(fused)")):
+            selected = by(lambda c, kind=kind: c["kind"] == "optimizer" and c["call"].endswith(kind))
+            r = _ratio(priced(selected))
+            if r:
+                entry = classes.setdefault(cls, {})
+                entry["traffic"] = min(_MOST_TRAFFIC, max(0.25, entry.get("traffic", 1.0) * r))
+                moved = max(moved, abs(math.log(r)))
         # GEMMs: efficiency on large ones, a tile's fixed time on small ones
         r = _ratio(priced(matrix_rows))
         if r:
@@ -377,23 +381,13 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             efficiency["convolution_unaligned"] = min(1.0, before / r)
             moved = max(moved, abs(math.log(r)))
         for direction, call in (("convolution", part_measure.CONV_F), ("convolution_backward", part_measure.CONV_FB)):
-            rows_of = sorted((row for row in aligned if normalised(row)["call"] == call), key=_size)
-            # The host's time a call takes in the library: what the smaller calls take beyond their
-            # price (a device's event-timed rows hold it; a CPU's wall-clock ones, its floor).
-            smaller = [row for row in rows_of[: len(rows_of) // 2] if not host_per_call(row)]
-            field = "host_" + direction + "_overhead"
-            residuals = [r["row"]["seconds"] - r["priced"] for r in priced(smaller) if r["priced"]]
-            if residuals:
-                before_host = profile.get(field, 0.0)
-                profile[field] = min(1e-2, max(0.0, before_host + statistics.median(residuals)))
-                moved = max(moved, abs(profile[field] - before_host) / max(profile[field], 1e-6) * 0.1)
-            # the efficiency on the larger ones (a backward's: its rows' forward share stays as priced)
-            results = priced(rows_of[len(rows_of) // 2:] if residuals else rows_of)
-            r = _backward_ratio(results, profile) if direction == "convolution_backward" else _ratio(results)
-            if r and results:
-                before = efficiency.get(direction) or efficiency.get("convolution") or efficiency["matrix"]
-                efficiency[direction] = min(1.0, before / r)
-                moved = max(moved, abs(math.log(r)))
+            rows_of = [row for row in aligned if normalised(row)["call"] == call]
+            fitted = _host_and_efficiency(profile, rows_of, direction, host_per_call)
+            if fitted is not None:
+                field = f"host_{direction}_overhead"
+                before = (profile.get(field, 0.0), efficiency.get(direction) or efficiency["matrix"])
+                profile[field], efficiency[direction] = fitted
+                moved = max(moved, abs(math.log(fitted[1] / before[1])), abs(fitted[0] - before[0]) / 1e-4)
         selected = by(lambda c: c["kind"] == "gemm" and c.get("tf32") is True)
         r = _ratio(priced(selected))
         if r:
@@ -427,6 +421,51 @@ def _floor(profile: dict, cls: str, small: list[dict], host_per_call) -> float:
             candidates.append(kernel)
     entry["floor"] = before
     return max(0.0, min(candidates)) if candidates else 0.0
+
+
+def _host_and_efficiency(profile: dict, rows: list[dict], direction: str, host_per_call) -> tuple[float, float] | None:
+    """A convolution direction's host time a call and efficiency together: each row's price split
+    into what the direction's compute takes (priced again at half the efficiency: the difference)
+    and the rest, then the least-squares (relative) fit of measured = host + rest + compute x
+    (base efficiency / efficiency). A CPU's wall-clock rows hold the host's launch already: there
+    the host time stays 0 and only the efficiency is fitted."""
+    efficiency = profile["efficiency"]
+    base = efficiency.get(direction) or efficiency.get("convolution") or efficiency["matrix"]
+    field = f"host_{direction}_overhead"
+    trial = copy.deepcopy(profile)
+    trial[field] = 0.0
+    trial["efficiency"][direction] = base
+    at_base = evaluate(rows, trial)
+    trial["efficiency"][direction] = base / 2
+    at_half = evaluate(rows, trial)
+    points = []  # (rest, compute at base, measured)
+    for a, b in zip(at_base, at_half):
+        if a["priced"] and b["priced"]:
+            compute = b["priced"] - a["priced"]
+            points.append((a["priced"] - compute, compute, a["row"]["seconds"]))
+    if not points or not any(k > 0 for _, k, _ in points):
+        return None
+    with_host = len(points) >= 2 and not any(host_per_call(r["row"]) for r in at_base)
+
+    def total(f):
+        return sum(f(c, k, m) / (m * m) for c, k, m in points)
+    x = None
+    if with_host:
+        a11, a12, a22 = total(lambda c, k, m: 1.0), total(lambda c, k, m: k), total(lambda c, k, m: k * k)
+        b1, b2 = total(lambda c, k, m: m - c), total(lambda c, k, m: k * (m - c))
+        det = a11 * a22 - a12 * a12
+        if det > 0:
+            host, x = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+            if host < 0:
+                x = None
+    if x is None:  # (no host time: the compute's scale alone)
+        host = 0.0
+        x = total(lambda c, k, m: k * (m - c)) / total(lambda c, k, m: k * k)
+    if x < base:  # (past the peak: the efficiency is capped, the host takes the rest)
+        x = base
+        if with_host:
+            host = max(0.0, total(lambda c, k, m: m - c - k * x) / total(lambda c, k, m: 1.0))
+    return min(1e-2, max(0.0, host)), min(1.0, base / x)
 
 
 def _unaligned(row: dict) -> bool:

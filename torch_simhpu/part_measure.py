@@ -325,8 +325,26 @@ def adamw_shapes(tensors: int, width: int) -> list[tuple[int, ...]]:
     return shapes[:tensors]
 
 
+def gpt2_124m_shapes() -> list[tuple[int, ...]]:
+    """GPT-2 124M's 148 parameter tensors (vocabulary padded to 50,304; Conv1D weights as (in, out))."""
+    layer = [(768,), (768,), (768, 2304), (2304,), (768, 768), (768,), (768,), (768,), (768, 3072), (3072,),
+             (3072, 768), (768,)]
+    return [(50304, 768), (1024, 768), *layer * 12, (768,), (768,)]
+
+
+def llama_3_2_1b_shapes() -> list[tuple[int, ...]]:
+    """Llama 3.2 1B's 147 parameter tensors (16 layers, grouped keys and values, an untied head)."""
+    layer = [(2048, 2048), (512, 2048), (512, 2048), (2048, 2048), (8192, 2048), (8192, 2048), (2048, 8192),
+             (2048,), (2048,)]
+    return [(128256, 2048), *layer * 16, (2048,), (128256, 2048)]
+
+
+PARAMETER_SETS = {"gpt2-124m": gpt2_124m_shapes, "llama-3.2-1b": llama_3_2_1b_shapes}
+
+
 def _adamw(case: dict, device) -> callable:
-    shapes = adamw_shapes(case["tensors"], case["width"])
+    shapes = (PARAMETER_SETS[case["parameters"]]() if "parameters" in case
+              else adamw_shapes(case["tensors"], case["width"]))
     params = [torch.randn(s, device=device).requires_grad_() for s in shapes]
     for p in params:
         p.grad = torch.randn_like(p)

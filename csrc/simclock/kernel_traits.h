@@ -29,6 +29,7 @@ enum class MemoryClass : uint8_t {
   BatchNormBackward,
   Pooling,         // windows over an image (max/avg pooling): each input read by the windows that overlap it
   PoolingBackward, // the gradient scattered back to each window's inputs
+  FusedOptimizer,  // a fused optimizer's kernels (fused=True): multi-tensor apply's chunks, every state in one pass
   Count
 };
 

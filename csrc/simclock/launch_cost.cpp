@@ -177,7 +177,9 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
   if (traits.memory_class == MemoryClass::Copy && reads_across_strides(record)) {
     traits.memory_class = MemoryClass::Transpose;
   }
-  if (traits.memory_class == MemoryClass::MultiTensor && traits.kernels == 1 && lists > 0 && profile.multi_tensor.enabled) {
+  const bool chunked = traits.memory_class == MemoryClass::MultiTensor ||
+                       traits.memory_class == MemoryClass::FusedOptimizer;
+  if (chunked && traits.kernels == 1 && lists > 0 && profile.multi_tensor.enabled) {
     traits.kernels = multi_tensor_kernels(first_list, lists, profile.multi_tensor);
   }
   if (!totals.any) {
@@ -386,6 +388,7 @@ const char* memory_class_name(MemoryClass c) {
     case MemoryClass::BatchNormBackward: return "batch_norm_backward";
     case MemoryClass::Pooling: return "pooling";
     case MemoryClass::PoolingBackward: return "pooling_backward";
+    case MemoryClass::FusedOptimizer: return "fused_optimizer";
     case MemoryClass::Count: break;
   }
   return "?";

@@ -92,7 +92,9 @@ _CLASSES = {
         "smooth_l1_loss", "huber_loss", "l1_loss", "kl_div", "multilabel_margin_loss_forward",
     ),
 }
-_MULTI_TENSOR_PREFIXES = ("_foreach_", "_fused_adam", "_fused_sgd", "_fused_adagrad")
+_MULTI_TENSOR_PREFIXES = ("_foreach_",)
+# (a fused optimizer reads and writes each state once; a foreach step's operators pass over them several times)
+_FUSED_OPTIMIZER_PREFIXES = ("_fused_adam", "_fused_sgd", "_fused_adagrad")
 
 
 def memory_class(name: str) -> str:
@@ -100,6 +102,8 @@ def memory_class(name: str) -> str:
     base = name.split("::")[-1].split(".")[0]
     if base.startswith(_MULTI_TENSOR_PREFIXES):
         return "multi_tensor"
+    if base.startswith(_FUSED_OPTIMIZER_PREFIXES):
+        return "fused_optimizer"
     stem = base[:-1] if base.endswith("_") else base  # (an in-place variant: its operator's class)
     for cls, names in _CLASSES.items():
         if base in names or stem in names:
