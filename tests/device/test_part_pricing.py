@@ -463,3 +463,45 @@ def test_every_vision_case_is_priceable_on_simhpu():
     results = part_fit.evaluate(rows, part_fit.check(part("h100-sxm")))
     assert len(results) == len(rows)
     assert all(r["priced"] and r["priced"] > 0 for r in results), [r.get("failure") for r in results]
+
+
+def test_the_shared_files_optimizer_rows_are_priced_on_the_parameter_sets_they_timed():
+    # (its rows name GPT-2 124M and Llama 3.2 1B, with their element counts: the sets are those, exactly)
+    for tensors, numel in ((148, 124475904), (147, 1498482688)):
+        case = part_fit.normalised(dict(kind="optimizer", call="AdamW step (foreach)", tensors=tensors, numel=numel))
+        shapes = part_measure.PARAMETER_SETS[case["parameters"]]()
+        assert len(shapes) == tensors and sum(math.prod(s) for s in shapes) == numel
+    # a set it cannot name is left out, not made up
+    assert part_fit.normalised(dict(kind="optimizer", call="AdamW step (foreach)", tensors=147, numel=10)) is None
+
+
+def test_a_fused_optimizer_is_priced_by_its_own_class_not_a_foreach_steps():
+    def make(fused):
+        def build():
+            params = [torch.empty(1 << 16, device="simhpu").requires_grad_() for _ in range(8)]
+            for p in params:
+                p.grad = torch.empty_like(p)
+            optimizer = torch.optim.AdamW(params, fused=fused, foreach=not fused)
+            optimizer.step()
+            return optimizer.step
+        return build
+    base = part("h100-sxm")
+    plain = dict(base, memory_classes={"multi_tensor": {"traffic": 1.0}, "fused_optimizer": {"traffic": 1.0}})
+    heavy = dict(base, memory_classes={"multi_tensor": {"traffic": 1.0}, "fused_optimizer": {"traffic": 8.0}})
+    assert device_seconds(make(True), heavy) > 4 * device_seconds(make(True), plain)
+    assert device_seconds(make(False), heavy) == pytest.approx(device_seconds(make(False), plain), rel=1e-6)
+
+
+def test_a_convolutions_host_time_and_efficiency_are_fitted_together():
+    # rows made by a profile with a known host time and efficiency: the fit finds both again
+    truth = dict(part("h100-sxm"), host_convolution_overhead=50e-6, convolution_floor=0.0)
+    truth["efficiency"] = dict(truth["efficiency"], convolution=0.3)
+    cases = [dict(kind="gemm", call=part_measure.CONV_F, dtype="bfloat16", input=[n, 64, 28, 28], weight=[64, 64, 3, 3],
+                  stride=1, padding=1, timing="CUDA events around each call, median of 10", seconds=1.0)
+             for n in (2, 8, 32, 128)]
+    rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]
+    start = dict(truth, host_convolution_overhead=0.0)
+    start["efficiency"] = dict(truth["efficiency"], convolution=0.6)
+    host, efficiency = part_fit._host_and_efficiency(start, rows, "convolution", lambda row: 0.0)
+    assert host == pytest.approx(50e-6, rel=0.05)
+    assert efficiency == pytest.approx(0.3, rel=0.05)
