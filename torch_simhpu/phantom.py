@@ -92,13 +92,21 @@ def _give_device_the_capacity_of(profile: dict) -> None:
             "SIMHPU_MEMORY_LIMIT to the part's capacity.")
 
 
-def _start_from_environment(profile: dict | None) -> None:
-    """SIMHPU_EXECUTE=0 (with SIMHPU_DEVICE_PROFILE; SIMHPU_PHANTOM_VALUES=placeholder|error)."""
+def execution_off_in_environment() -> bool:
+    """Whether SIMHPU_EXECUTE asks for phantom execution (0, false, no, off); a value that is none of
+    those nor 1 is refused by name."""
     value = os.environ.get("SIMHPU_EXECUTE", "").strip().lower()
     if value in ("", "1", "true", "yes", "on"):
-        return
+        return False
     if value not in ("0", "false", "no", "off"):
         raise ValueError(f"SIMHPU_EXECUTE must be 1 or 0, got {value!r}")
+    return True
+
+
+def _start_from_environment(profile: dict | None) -> None:
+    """SIMHPU_EXECUTE=0 (with SIMHPU_DEVICE_PROFILE; SIMHPU_PHANTOM_VALUES=placeholder|error)."""
+    if not execution_off_in_environment():
+        return
     if profile is None:
         raise ValueError("SIMHPU_EXECUTE=0 (phantom execution) prices launches on a part: "
                          "set SIMHPU_DEVICE_PROFILE too, e.g. SIMHPU_DEVICE_PROFILE=h100-sxm")

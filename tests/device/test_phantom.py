@@ -4,6 +4,8 @@ clocks, and no kernel runs; device memory has the profile's capacity and is neve
 touched; host reads of values get counted placeholders."""
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -219,3 +221,25 @@ def test_the_report_gives_the_steady_step_and_tokens_per_second():
     assert sim.step_time() == pytest.approx(steps[1])
     assert f"3 optimizer step(s); the step: " in sim.report()
     assert f"{64 / steps[1]:,.0f} tokens/s per device" in sim.report()
+
+
+def test_simhpu_execute_0_beside_the_commands_profile_runs_phantom_on_it(tmp_path):
+    # (the command's --profile is the profile: no SIMHPU_DEVICE_PROFILE needed; a part's 40 GiB
+    # tensor is held "on the part", which only phantom execution can do on this host)
+    script = tmp_path / "step.py"
+    script.write_text("import torch\nimport torch_simhpu\nfrom torch_simhpu import phantom\n"
+                      "big = torch.empty(40 * 2**30, dtype=torch.uint8, device='simhpu')\n"
+                      "w = torch.empty(8192, 8192, device='simhpu', dtype=torch.bfloat16)\n"
+                      "print('phantom', phantom.enabled(), (w @ w).shape)\n")
+    env = dict(os.environ, SIMHPU_EXECUTE="0", SIMHPU_DEVICE_PROFILE="")
+    out = subprocess.run([sys.executable, "-m", "torch_simhpu.simulation", "--profile", "h100-sxm", str(script)],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "phantom True torch.Size([8192, 8192])" in out.stdout
+    assert "h100-sxm" in out.stdout  # the report, on the command's profile
+    # a value that is not 0 or 1 is still refused by name, before the script runs
+    env["SIMHPU_EXECUTE"] = "maybe"
+    out = subprocess.run([sys.executable, "-m", "torch_simhpu.simulation", "--profile", "h100-sxm", str(script)],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode != 0 and "SIMHPU_EXECUTE must be 1 or 0, got 'maybe'" in out.stderr
+    assert "phantom" not in out.stdout

@@ -1025,6 +1025,9 @@ def _start_from_environment() -> None:
     """SIMHPU_DEVICE_PROFILE=NAME|PATH (SIMHPU_SIMULATED_HOST_TIME=measured|modelled)."""
     value = os.environ.get("SIMHPU_DEVICE_PROFILE", "").strip()
     if not value:
+        if _run_as_the_command():
+            phantom.execution_off_in_environment()  # (a bad value is refused now; main() applies a good one)
+            return  # (the command's --profile prices the launches: main() starts phantom execution with it)
         phantom._start_from_environment(None)  # (SIMHPU_EXECUTE=0 alone is an error)
         return
     checked = load_profile(value)
@@ -1032,6 +1035,13 @@ def _start_from_environment() -> None:
         os.environ["SIMHPU_MEMORY_LIMIT"] = str(int(checked["memory_capacity"]))  # read at the device's first use
     set_profile(checked, host_time=os.environ.get("SIMHPU_SIMULATED_HOST_TIME", "modelled").strip() or "modelled")
     phantom._start_from_environment(checked)
+
+
+def _run_as_the_command() -> bool:
+    """Whether this process is `python -m torch_simhpu.simulation ...`, which names its profile on its
+    command line (its import of the package comes before main() reads it)."""
+    argv = list(getattr(sys, "orig_argv", ()))
+    return any(a == "-m" and b == __name__ for a, b in zip(argv, argv[1:]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1091,6 +1101,8 @@ def main(argv: list[str] | None = None) -> int:
         options.execute = False
     elif options.rank != "0":
         parser.error("--rank needs --world")
+    if options.execute is None and phantom.execution_off_in_environment():
+        options.execute = False  # (SIMHPU_EXECUTE=0 beside the command's --profile: phantom execution on it)
     sys.argv = [options.script or options.module, *options.args]
     with simulate(options.profile, host_time=options.host_time, execute=options.execute is not False,
                   values=options.values, tokens_per_step=options.tokens_per_step,
