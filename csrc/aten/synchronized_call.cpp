@@ -6,6 +6,7 @@
 #include "aten/resize.h"
 #include "aten/sparse.h"
 #include "runtime/generator.h"
+#include "runtime/launch_site.h"
 #include "runtime/observers.h"
 #include "runtime/streams.h"
 #include "runtime/undefined_memory.h"
@@ -16,6 +17,7 @@
 #include <ATen/ops/empty_strided.h>
 
 #include <mutex>
+#include <stdexcept>
 
 namespace simhpu {
 namespace {
@@ -75,9 +77,116 @@ void write_back(const at::Tensor& device_tensor, const at::Tensor& host) {
   describe_tensor(device_tensor).cpu_view().copy_(host);
 }
 
+// The most a call's placeholder inputs may take on the host (see run_for_shapes).
+constexpr int64_t kMostPlaceholderBytes = int64_t{1} << 28;
+
+// A device tensor's stand-in on the host: its shape and dtype, placeholder values (ones for
+// floating point, zeros for integers: valid indices), the same as phantom execution's host reads.
+at::Tensor placeholder_of(const at::Tensor& t) {
+  at::Tensor host = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
+  host.fill_(c10::isIntegralType(t.scalar_type(), /*includeBool=*/true) ? 0 : 1);
+  return host;
+}
+
+bool shapes_depend_on_values(const ReferenceOp& ref) {
+  return ref.op.hasTag(at::Tag::dynamic_output_shape) || ref.op.hasTag(at::Tag::data_dependent_output);
+}
+
+// While values are not computed (phantom execution), an operator the host would compute whose
+// results' shapes do not depend on its inputs' values (it has no meta kernel: cummax, geqrf,
+// histogram's bin edges, ...) runs its CPU kernel on placeholder inputs of its inputs' shapes, to
+// learn its results' shapes; the device gets results of those shapes, unwritten, and the launch
+// is priced like any other. False where that cannot stand for the call (its shapes depend on
+// values, it returns a value, a sparse result, or its inputs are too large to stand in for).
+bool run_for_shapes(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
+  if (observers::values_computed() || shapes_depend_on_values(ref)) return false;
+  const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
+  int64_t bytes = 0;
+  auto stand_in = [&](const c10::IValue& v) -> c10::IValue {
+    if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_privateuseone()) return v;
+    if (is_sparse_layout(v.toTensor())) throw std::invalid_argument("sparse");
+    bytes += static_cast<int64_t>(v.toTensor().nbytes());
+    return placeholder_of(v.toTensor());
+  };
+  std::vector<c10::IValue> call_args;
+  try {
+    for (const c10::IValue& arg : args) {
+      if (arg.isTensorList()) {
+        c10::List<at::Tensor> list;
+        for (const at::Tensor& t : arg.toTensorVector()) list.push_back(stand_in(t).toTensor());
+        call_args.emplace_back(std::move(list));
+      } else if (arg.isList() && arg.toListRef().size() > 0 && arg.toListRef()[0].isTensor()) {
+        return false;  // (a list of optional tensors: not stood in for)
+      } else {
+        call_args.push_back(stand_in(arg));
+      }
+    }
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  if (bytes > kMostPlaceholderBytes) return false;
+  torch::jit::Stack host(call_args.begin(), call_args.end());
+  try {
+    ref.op.callBoxed(&host);
+  } catch (const c10::Error&) {
+    return false;  // (placeholder values the kernel refuses, a singular matrix: the call is refused as before)
+  }
+  for (size_t r = 0; r < ref.return_alias.size(); ++r) {
+    const c10::IValue& h = host[r];
+    if (ref.return_alias[r] < 0 && !(h.isTensor() || h.isTensorList() || h.isNone())) return false;  // (a value)
+    if (h.isTensor() && h.toTensor().defined() && is_sparse_layout(h.toTensor())) return false;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {  // written arguments take the shapes the kernel gave them
+    if (!ref.arg_written[i] || !args[i].isTensor() || !args[i].toTensor().defined()) continue;
+    const at::Tensor& t = args[i].toTensor();
+    const at::Tensor& h = call_args[i].toTensor();
+    if (t.sizes() != h.sizes() || t.strides() != h.strides()) {
+      t.unsafeGetTensorImpl()->set_sizes_and_strides(h.sizes(), h.strides(), t.storage_offset());
+      ensure_storage_fits(t);
+    }
+  }
+  std::vector<c10::IValue> results, fresh_outputs;
+  auto fresh = [&](const at::Tensor& h) {
+    return h.defined() ? empty_device_tensor(TensorShape::of(h.is_non_overlapping_and_dense() ? h : h.contiguous()))
+                       : h;
+  };
+  for (size_t r = 0; r < ref.return_alias.size(); ++r) {
+    const c10::IValue& h = host[r];
+    if (ref.return_alias[r] >= 0) {
+      results.push_back(args[ref.return_alias[r]]);
+    } else if (h.isTensor()) {
+      results.emplace_back(fresh(h.toTensor()));
+      fresh_outputs.push_back(results.back());
+    } else if (h.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : h.toTensorVector()) list.push_back(fresh(t));
+      results.emplace_back(list);
+      fresh_outputs.push_back(results.back());
+    } else {
+      results.push_back(h);
+    }
+  }
+  const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
+  observers::on_reference_op(ref.op, args, results);
+  {
+    LaunchSlot slot(device.index());
+    LaunchRecord& record = slot.record();
+    begin_reference_record(record, ref);
+    record.site = site;
+    encode_arguments(record, ref, args, device);
+    encode_outputs(record, fresh_outputs);
+    slot.commit();
+  }
+  torch::jit::drop(*stack, ref.num_args());
+  for (auto& r : results) stack->push_back(std::move(r));
+  count_route(ref.name.c_str(), Route::Reference);
+  return true;
+}
+
 } // namespace
 
 void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
+  if (run_for_shapes(ref, stack, first, device)) return;
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
   observers::before_host_compute(ref.name.c_str());  // (values not computed: an observer may refuse)
   synchronize_stream(current_stream(device.index()));
