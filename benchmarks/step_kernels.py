@@ -21,16 +21,16 @@ import argparse
 import importlib.util
 import json
 import pathlib
-import statistics
 import sys
 import time
 
 import torch
 
 
-def _model_zoo():
-    path = pathlib.Path(__file__).resolve().parents[1] / "torch_simhpu" / "model_zoo.py"
-    spec = importlib.util.spec_from_file_location("model_zoo", path)
+def _by_path(name: str):
+    """A torch-alone module of torch_simhpu, loaded by path (no package import: no extension needed)."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "torch_simhpu" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -39,16 +39,6 @@ def _model_zoo():
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
-
-
-def _wall(step, device: str, repeats: int = 10) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _busy(intervals: list[tuple[float, float]]) -> float:
@@ -63,12 +53,8 @@ def _busy(intervals: list[tuple[float, float]]) -> float:
 
 def profile_step(name: str, device: str, scale: str) -> dict:
     from torch.profiler import ProfilerActivity, profile
-    zoo = _model_zoo()
-    step = zoo.training_step(name, device, scale=scale)
-    for _ in range(3):
-        step()
-    _sync(device)
-    wall = _wall(step, device)
+    step = _by_path("model_zoo").training_step(name, device, scale=scale)
+    wall, _ = _by_path("part_measure").time_step(step, device)  # (three warm-ups, the median of ten)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
     with profile(activities=activities, record_shapes=True) as prof:
         step()

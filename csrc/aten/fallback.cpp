@@ -183,19 +183,7 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
       fresh_outputs.push_back(results.back());
     }
   }
-  const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
-  observers::on_reference_op(ref.op, args, results);  // (before the slot: describing the work may take the GIL too)
-  {
-    LaunchSlot slot(device.index());
-    LaunchRecord& record = slot.record();
-    begin_reference_record(record, ref);
-    record.site = site;
-    encode_arguments(record, ref, args, device);
-    encode_outputs(record, fresh_outputs);
-    slot.commit();
-  }
-  torch::jit::drop(*stack, ref.num_args());
-  for (auto& r : results) stack->push_back(std::move(r));
+  launch_reference_call(ref, stack, device, std::move(results), fresh_outputs);
   count_route(ref.name.c_str(), Route::Reference);
   return true;
 }

@@ -4,6 +4,9 @@
 #include "runtime/capture.h"
 #include "runtime/device_memory.h"
 #include "runtime/generator.h"
+#include "runtime/launch_site.h"
+#include "runtime/observers.h"
+#include "runtime/streams.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
@@ -284,6 +287,24 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
         break;
     }
   }
+}
+
+void launch_reference_call(const ReferenceOp& ref, torch::jit::Stack* stack, c10::Device device,
+                           std::vector<c10::IValue> results, const std::vector<c10::IValue>& fresh_outputs) {
+  const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(stack->size() - ref.num_args(), ref.num_args());
+  const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
+  observers::on_reference_op(ref.op, args, results);  // (before the slot: describing the work may take the GIL too)
+  {
+    LaunchSlot slot(device.index());
+    LaunchRecord& record = slot.record();
+    begin_reference_record(record, ref);
+    record.site = site;
+    encode_arguments(record, ref, args, device);
+    encode_outputs(record, fresh_outputs);
+    slot.commit();
+  }
+  torch::jit::drop(*stack, ref.num_args());
+  for (auto& r : results) stack->push_back(std::move(r));
 }
 
 void encode_outputs(LaunchRecord& record, c10::ArrayRef<c10::IValue> outputs) {

@@ -28,6 +28,12 @@ void encode_arguments(LaunchRecord& record, const ReferenceOp& ref, c10::ArrayRe
 // the kernel is to fill, in return order.
 void encode_outputs(LaunchRecord& record, c10::ArrayRef<c10::IValue> outputs);
 
+// Launches the reference kernel of `ref` for a call whose results are already on the device
+// (`results`, in return order; `fresh_outputs`, those it is to fill) on the current stream,
+// after telling the observers, then puts the results on `stack` in place of the arguments.
+void launch_reference_call(const ReferenceOp& ref, torch::jit::Stack* stack, c10::Device device,
+                           std::vector<c10::IValue> results, const std::vector<c10::IValue>& fresh_outputs);
+
 // Runs the CPU kernel over aliases of the record's tensors. With
 // `fill_outputs`, the results land in the encoded outputs and nothing is
 // returned; without, the CPU results are returned (the synchronised path).

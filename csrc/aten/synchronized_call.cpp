@@ -166,19 +166,7 @@ bool run_for_shapes(const ReferenceOp& ref, torch::jit::Stack* stack, size_t fir
       results.push_back(h);
     }
   }
-  const LaunchSite site = capture_launch_site();  // before the slot: it may take the GIL
-  observers::on_reference_op(ref.op, args, results);
-  {
-    LaunchSlot slot(device.index());
-    LaunchRecord& record = slot.record();
-    begin_reference_record(record, ref);
-    record.site = site;
-    encode_arguments(record, ref, args, device);
-    encode_outputs(record, fresh_outputs);
-    slot.commit();
-  }
-  torch::jit::drop(*stack, ref.num_args());
-  for (auto& r : results) stack->push_back(std::move(r));
+  launch_reference_call(ref, stack, device, std::move(results), fresh_outputs);
   count_route(ref.name.c_str(), Route::Reference);
   return true;
 }
