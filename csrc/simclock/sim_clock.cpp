@@ -115,7 +115,17 @@ thread_local MultiTensorOp multi_tensor_op;
 // thread runs before its first launch is counted at that launch, in its epoch.
 thread_local bool host_thread = false;
 thread_local int operators_before_first_launch = 0;
+thread_local int autograd_nodes_before_first_launch = 0;
 thread_local uint64_t operators_epoch = ~uint64_t(0);
+
+// What a thread did before its first launch, in this epoch: counted at that launch.
+void begin_counting_before_first_launch(uint64_t epoch) {
+  if (operators_epoch != epoch) {
+    operators_before_first_launch = 0;
+    autograd_nodes_before_first_launch = 0;
+  }
+  operators_epoch = epoch;
+}
 // This thread's CPU time when it began its current wait for the device: what
 // it spends waiting for the CPU workers is not host time on the part.
 thread_local double wait_began = 0;
@@ -138,8 +148,16 @@ bool kernel_thread() {
 
 // The autograd engine evaluates a node of the graph: the part's host pays the engine's
 // bookkeeping for it (and for recording it in the forward), besides the node's operators.
+// (A node autograd's device thread evaluates before that thread's first launch is counted at the
+// launch, as its operators are: whether the thread had launched yet depends on how the kernels ran.)
 void on_autograd_node(State& s) {
-  if (s.profile && host_thread && !kernel_thread()) s.host += s.profile->host_autograd_overhead;
+  if (!s.profile || kernel_thread()) return;
+  if (host_thread) {
+    s.host += s.profile->host_autograd_overhead;
+    return;
+  }
+  begin_counting_before_first_launch(s.epoch);
+  ++autograd_nodes_before_first_launch;
 }
 
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
@@ -161,8 +179,7 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
       advance_host(s, thread_cpu_seconds());
       s.host += s.profile->host_op_overhead;
     } else if (s.profile) {
-      if (operators_epoch != s.epoch) operators_before_first_launch = 0;
-      operators_epoch = s.epoch;
+      begin_counting_before_first_launch(s.epoch);
       ++operators_before_first_launch;
     }
     ++op_depth;
@@ -436,8 +453,12 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
   }
   if (!host_thread) {
     host_thread = true;
-    if (operators_epoch == s.epoch) s.host += operators_before_first_launch * s.profile->host_op_overhead;
+    if (operators_epoch == s.epoch) {
+      s.host += operators_before_first_launch * s.profile->host_op_overhead +
+                autograd_nodes_before_first_launch * s.profile->host_autograd_overhead;
+    }
     operators_before_first_launch = 0;
+    autograd_nodes_before_first_launch = 0;
   }
   if (in_operator) {
     last_epoch = s.epoch;
