@@ -12,8 +12,8 @@ torch.profiler over one step after three warm-ups:
 - the step's wall time (synchronised, no profiler), the kernels' summed time and the device's busy
   time (the union of kernel intervals), so a step's host-bound share is visible.
 
-benchmarks/step_breakdown.py's `--measured FILE` holds simhpu's price of the same step against it,
-operator by operator.
+`benchmarks/step_attribution.py FILE PROFILE` holds simhpu's price of the same step against it,
+class by class (`--ops`: operator by operator).
 """
 from __future__ import annotations
 
