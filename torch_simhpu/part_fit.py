@@ -473,20 +473,6 @@ def _unaligned(row: dict) -> bool:
     return normalised(row)["weight"][1] % 8 != 0
 
 
-def _backward_ratio(results: list[dict], profile: dict) -> float:
-    """measured / priced of forward + backward rows' backward share: each row's priced forward (the
-    same call without its backward) taken off both sides."""
-    ratios = []
-    for r in results:
-        if not r.get("priced"):
-            continue
-        forward = priced_seconds(dict(r["case"], call=part_measure.CONV_F), profile)
-        measured, priced = r["row"]["seconds"] - forward, r["priced"] - forward
-        if measured > 0 and priced > 0:
-            ratios.append(measured / priced)
-    return math.exp(statistics.median(math.log(x) for x in ratios)) if ratios else 1.0
-
-
 def _convolution_floor(profile: dict, rows: list[dict], host_per_call) -> float:
     """The least a convolution launch takes: where forward rows of one weight shape were timed at
     two input sizes, the time a launch takes beyond its work (the intercept of time against

@@ -135,14 +135,15 @@ std::unique_ptr<ReferenceOp> describe(const c10::OperatorHandle& op) {
   ref->unannounced_writes = unannounced_writes_of(ref->name);
   ref->hidden_randomness = op.hasTag(at::Tag::nondeterministic_seeded) && !takes_generator;
   ref->pointwise = op.hasTag(at::Tag::pointwise);
+  ref->shapes_depend_on_values =
+      op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
   ref->meta_differs = meta_differs_for(schema.name());
 
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {
     ref->kind = ReferenceOp::Kind::NoCpuKernel;
   } else if (view && !schema.is_mutable()) {
     ref->kind = ReferenceOp::Kind::View;
-  } else if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output) ||
-             !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) {
+  } else if (ref->shapes_depend_on_values || !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) {
     ref->kind = ReferenceOp::Kind::Synchronized;
   } else if (ref->hidden_randomness) {
     ref->kind = ReferenceOp::Kind::Synchronized;

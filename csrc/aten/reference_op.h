@@ -44,6 +44,8 @@ struct ReferenceOp {
   // Tagged pointwise: its outputs' shapes and dtypes follow from its tensors'
   // and the kinds (not the values) of its numbers (see meta_cache.h).
   bool pointwise = false;
+  // Tagged data-dependent: its results' shapes (or its result, a value) follow from its inputs' values.
+  bool shapes_depend_on_values = false;
   // Calls whose outputs the meta kernel describes otherwise than the CPU kernel
   // makes them (see reference_op.cpp): they run synchronised. Null: none.
   bool (*meta_differs)(c10::ArrayRef<c10::IValue> args) = nullptr;

@@ -88,10 +88,6 @@ at::Tensor placeholder_of(const at::Tensor& t) {
   return host;
 }
 
-bool shapes_depend_on_values(const ReferenceOp& ref) {
-  return ref.op.hasTag(at::Tag::dynamic_output_shape) || ref.op.hasTag(at::Tag::data_dependent_output);
-}
-
 // While values are not computed (phantom execution), an operator the host would compute whose
 // results' shapes do not depend on its inputs' values (it has no meta kernel: cummax, geqrf,
 // histogram's bin edges, ...) runs its CPU kernel on placeholder inputs of its inputs' shapes, to
@@ -99,7 +95,7 @@ bool shapes_depend_on_values(const ReferenceOp& ref) {
 // is priced like any other. False where that cannot stand for the call (its shapes depend on
 // values, it returns a value, a sparse result, or its inputs are too large to stand in for).
 bool run_for_shapes(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
-  if (observers::values_computed() || shapes_depend_on_values(ref)) return false;
+  if (observers::values_computed() || ref.shapes_depend_on_values) return false;
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
   int64_t bytes = 0;
   auto stand_in = [&](const c10::IValue& v) -> c10::IValue {
@@ -115,8 +111,11 @@ bool run_for_shapes(const ReferenceOp& ref, torch::jit::Stack* stack, size_t fir
         c10::List<at::Tensor> list;
         for (const at::Tensor& t : arg.toTensorVector()) list.push_back(stand_in(t).toTensor());
         call_args.emplace_back(std::move(list));
-      } else if (arg.isList() && arg.toListRef().size() > 0 && arg.toListRef()[0].isTensor()) {
-        return false;  // (a list of optional tensors: not stood in for)
+      } else if (arg.isList()) {
+        for (const c10::IValue& element : arg.toListRef()) {
+          if (element.isTensor()) return false;  // (a list of optional tensors: not stood in for)
+        }
+        call_args.push_back(arg);
       } else {
         call_args.push_back(stand_in(arg));
       }

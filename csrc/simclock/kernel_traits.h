@@ -24,7 +24,7 @@ enum class MemoryClass : uint8_t {
   Transpose,       // a copy that reads across strides (x.t().contiguous()): what a Copy becomes then
   Random,          // a generator's draws (dropout, bernoulli, normal)
   Loss,            // nll_loss and its kin
-  MultiTensor,     // a _foreach_ or fused optimizer kernel: launched as CUDA's multi-tensor apply chunks it
+  MultiTensor,     // a _foreach_ operator's kernels: launched as CUDA's multi-tensor apply chunks them
   BatchNorm,       // batch norm's statistics over every dimension but the channels: a part's kernel may run a channel a block
   BatchNormBackward,
   Pooling,         // windows over an image (max/avg pooling): each input read by the windows that overlap it

@@ -78,3 +78,14 @@ def test_an_operator_without_a_meta_kernel_runs_for_its_shapes_and_is_priced(mak
     assert [g.dtype for g in got] == [e.dtype for e in expected]
     assert all(g.device.type == "simhpu" for g in got)
     assert sim.kernels(), "the call was not launched (not priced)"
+
+
+def test_an_operator_too_large_to_stand_in_for_is_refused_by_name():
+    # (its placeholder inputs would take over 256 MiB of the host: refused as before, naming it)
+    profile = dict(part_fit._raw("h100-sxm"), memory_capacity=float(_C._memory_limit()))
+    with simulate(profile, execute=False):
+        x = torch.empty(1 << 16, 1 << 11, device="simhpu")  # 512 MiB "on the part"
+        with pytest.raises(RuntimeError, match=r"aten::_cummax_helper needs its inputs' values on the host"):
+            torch.cummax(x, 0)
+        y = torch.empty(8, 8, device="simhpu")
+        assert torch.cummax(y, 0).values.shape == (8, 8)  # (the device still works)
