@@ -20,7 +20,10 @@ Then the fitted profile is judged, never fitted, on:
   LLM-layer and skinny shapes, SDPA at 2k-16k keys with head dim 64 and GQA, memory classes at
   four sizes, AdamW on other parameter sets) and five eager training steps of the model zoo;
 - benchmarks/measurements/h200-2026-11-27.json: another part, an H200, priced by the h200
-  profile, which inherits h100-sxm's compute and states its own bandwidth and capacity;
+  profile, which inherits h100-sxm's compute and states its own bandwidth and capacity. Its
+  memory-bound rows are fitted on with the H100's (part_fit.fit_family: a class whose kernels take
+  as long on the H200's faster memory is bound by the die's units, which the two parts share);
+  its GEMM, attention, optimizer and step rows are not;
 - the 2026-11-28 pair (h100-sxm-2026-11-28.json, h200-2026-11-28.json): both parts again, on
   other machines, with the host rows (part_measure.HOST_CALLS).
 
@@ -43,8 +46,11 @@ ROOT = HERE.parent
 CALIBRATION = ROOT.parent / "shared" / "measurements" / "h100-sxm-2026-11-27.json"
 CALIBRATION_EXTRA = HERE / "measurements" / "h100-sxm-2026-11-28-vision.json"
 HOST_MACHINE = HERE / "measurements" / "h100-sxm-2026-11-28.json"
+# The family's other member, fitted on with the calibration set: its memory-bound rows tell each
+# memory class's traffic from its units' rate (part_fit.fit_family); its other rows are judged.
+FAMILY = (HERE / "measurements" / "h200-2026-11-27.json", "h200")
 HELD_OUT = {"another H100 SXM (other shapes, steps)": (HERE / "measurements" / "h100-sxm-2026-11-27-b.json", "h100-sxm"),
-            "an H200 (another part)": (HERE / "measurements" / "h200-2026-11-27.json", "h200"),
+            "an H200 (its memory-bound rows in the family fit, the rest not)": FAMILY,
             "a third H100 SXM (2026-11-28)": (HOST_MACHINE, "h100-sxm"),
             "a second H200 (2026-11-28)": (HERE / "measurements" / "h200-2026-11-28.json", "h200")}
 PROFILE = ROOT / "torch_simhpu" / "profiles" / "h100-sxm.json"
@@ -81,7 +87,10 @@ def fitted_profile(rows: list[dict], log=print) -> tuple[dict, list[str], list[d
     machine = json.loads(HOST_MACHINE.read_text())["rows"]
     _, host_notes = part_fit.fit(host_rows(machine), json.loads(json.dumps(profile)), log=lambda *_: None)
     profile = with_host_of(profile, machine)
-    notes += [f"{n} (host rows of {HOST_MACHINE.name})" for n in host_notes]
+    notes += [f"{n} (host rows of {HOST_MACHINE.name})" for n in host_notes if n.startswith("host time")]
+    path, member = FAMILY
+    notes += [f"{n} (with {path.name})" for n in part_fit.fit_family(
+        profile, fit_rows, json.loads(path.read_text())["rows"], lambda p: _raw_member(p, member), log=log)]
     return profile, notes, fit_rows, held
 
 

@@ -43,8 +43,10 @@ CALL_CLASS = {
     "F.cross_entropy(logits, y) forward + backward": "softmax", "F.embedding(idx, w) forward + backward": "index",
     part_measure.BATCH_NORM[0]: "batch_norm", part_measure.BATCH_NORM[1]: "batch_norm_backward",
     part_measure.MAX_POOL[0]: "pooling", part_measure.MAX_POOL[1]: "pooling_backward",
-    part_measure.COLUMN_SUM: "reduction",
+    part_measure.COLUMN_SUM: "column_reduction",
 }
+# Classes whose kernels walk rows in a chain: their traffic and their time a row fitted together.
+CHAINED_CLASSES = ("column_reduction",)
 CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
 
 
@@ -336,6 +338,14 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         for cls in sorted(set(CALL_CLASS.values()) - {"elementwise"}):
             selected = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls
                           and _size(c) >= class_numel)
+            if cls in CHAINED_CLASSES:
+                fitted = _traffic_and_row_step(profile, cls, selected)
+                if fitted is not None:
+                    entry = classes.setdefault(cls, {})
+                    before = (entry.get("traffic", 1.0), entry.get("row_step", 0.0))
+                    entry["traffic"], entry["row_step"] = fitted
+                    moved = max(moved, abs(math.log(fitted[0] / before[0])), abs(fitted[1] - before[1]) / 1e-9)
+                continue
             r = _ratio(priced(selected))
             if r:
                 entry = classes.setdefault(cls, {})
@@ -403,8 +413,62 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
                  f"{profile.get('host_convolution_backward_overhead', 0) * 1e6:.1f} us), "
                  f"convolution floor {profile.get('convolution_floor', 0) * 1e6:.1f} us")
     for cls, entry in sorted(profile.get("memory_classes", {}).items()):
-        notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us")
+        step = f", a row in a chain {entry['row_step'] * 1e9:.3f} ns" if entry.get("row_step") else ""
+        notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us{step}")
     return profile, notes
+
+
+def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member, log=print) -> list[str]:
+    """Each memory class's traffic and rate, on two parts of one family at once (in place): `rows`
+    timed on `profile`'s part, `member_rows` on a part that shares its die and differs in memory
+    (`member(profile)`: its profile, as it inherits this one). One part's rows cannot tell memory
+    traffic from the units' rate (both grow with the bytes); two parts whose memories differ can: a
+    class whose kernels take as long on the faster memory is bound by its units. Each large row's
+    price is split into what its bytes take at traffic 1 on its part (priced again at traffic 2:
+    the difference) and the rest, then the traffic and rate with the least squared log error:
+    measured = rest + max(traffic x bytes' time, bytes / rate). A rate is kept only where it
+    explains the rows markedly better than traffic alone."""
+    notes = []
+    classes = profile.setdefault("memory_classes", {})
+    for cls in sorted(set(CALL_CLASS.values()) - {"elementwise"} - set(CHAINED_CLASSES)):
+        points = []  # (rest, bytes' time at traffic 1, bytes, measured)
+        for selected, of in ((rows, lambda p: p), (member_rows, member)):
+            large = [r for r in selected if r["kind"] == "memory-bound" and _size(r) >= 1 << 22
+                     and CALL_CLASS.get((normalised(r) or {}).get("call")) == cls]
+            if not large:
+                continue
+            plain, doubled = (of(_with_class(profile, cls, traffic=t, rate=0.0)) for t in (1.0, 2.0))
+            bandwidth = plain["memory_bandwidth"] * plain["efficiency"]["memory"]
+            for a, b in zip(evaluate(large, plain), evaluate(large, doubled)):
+                if a["priced"] and b["priced"] and b["priced"] > a["priced"]:
+                    memory = b["priced"] - a["priced"]
+                    points.append((a["priced"] - memory, memory, memory * bandwidth, a["row"]["seconds"]))
+        if len(points) < 4:
+            continue
+
+        def loss(traffic, rate):
+            return sum(math.log(max(r + max(traffic * m, n / rate if rate else 0.0), 1e-12) / t) ** 2
+                       for r, m, n, t in points)
+        traffics = [0.25 * 1.05 ** i for i in range(int(math.log(_MOST_TRAFFIC / 0.25) / math.log(1.05)) + 1)]
+        rates = [1e11 * 1.05 ** i for i in range(int(math.log(1e14 / 1e11) / math.log(1.05)) + 1)]
+        traffic_alone = min(traffics, key=lambda t: loss(t, 0.0))
+        best = min(((t, r) for t in traffics for r in rates), key=lambda tr: loss(*tr))
+        entry = classes.setdefault(cls, {})
+        if loss(*best) < 0.7 * loss(traffic_alone, 0.0):
+            entry["traffic"], entry["rate"] = best
+            notes.append(f"class {cls}: traffic {best[0]:.2f}x, units' rate {best[1] / 1e12:.2f} TB/s "
+                         f"({len(points)} rows on two parts)")
+        else:
+            entry["traffic"], entry["rate"] = traffic_alone, 0.0
+            notes.append(f"class {cls}: traffic {traffic_alone:.2f}x, bound by memory ({len(points)} rows on two parts)")
+    return notes
+
+
+def _with_class(profile: dict, cls: str, **fields) -> dict:
+    trial = copy.deepcopy(profile)
+    classes = trial.setdefault("memory_classes", {})
+    classes[cls] = dict(classes.get(cls, {}), **fields)
+    return trial
 
 
 def _floor(profile: dict, cls: str, small: list[dict], host_per_call) -> float:
@@ -421,6 +485,42 @@ def _floor(profile: dict, cls: str, small: list[dict], host_per_call) -> float:
             candidates.append(kernel)
     entry["floor"] = before
     return max(0.0, min(candidates)) if candidates else 0.0
+
+
+def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict]) -> tuple[float, float] | None:
+    """A chained class's traffic and time a row together: each row's price split into what its
+    bytes take (priced again at twice the traffic: the difference), what its rows take (priced
+    again with a nanosecond a row) and the rest, then the least-squares (relative) fit of
+    measured = rest + bytes x traffic + rows x row_step, both >= 0. A class with rows of one
+    shape only keeps its row step and fits its traffic alone."""
+    def priced_with(traffic: float, row_step: float) -> list[dict]:
+        trial = copy.deepcopy(profile)
+        trial.setdefault("memory_classes", {})[cls] = dict(trial["memory_classes"].get(cls, {}),
+                                                           traffic=traffic, row_step=row_step)
+        return evaluate(rows, trial)
+    plain, doubled, stepped = priced_with(1.0, 0.0), priced_with(2.0, 0.0), priced_with(1.0, 1e-9)
+    points = []  # (rest, bytes' time at traffic 1, rows in a chain, measured)
+    for a, b, c in zip(plain, doubled, stepped):
+        if a["priced"] and b["priced"] and c["priced"]:
+            memory, chain = b["priced"] - a["priced"], (c["priced"] - a["priced"]) / 1e-9
+            points.append((a["priced"] - memory, memory, chain, a["row"]["seconds"]))
+    if not points or not any(m > 0 for _, m, _, _ in points):
+        return None
+
+    def weighted(f):
+        return sum(f(r, m, n, t) / (t * t) for r, m, n, t in points)
+    a11, a12, a22 = weighted(lambda r, m, n, t: m * m), weighted(lambda r, m, n, t: m * n), weighted(lambda r, m, n, t: n * n)
+    b1, b2 = weighted(lambda r, m, n, t: m * (t - r)), weighted(lambda r, m, n, t: n * (t - r))
+    det = a11 * a22 - a12 * a12
+    distinct_rows = len({n for _, _, n, _ in points}) > 1
+    if distinct_rows and det > 1e-12 * a11 * a22:
+        traffic, row_step = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+        if traffic >= 0.25 and row_step >= 0:
+            return min(_MOST_TRAFFIC, traffic), min(1e-6, row_step)
+    # (one shape of rows, or a fit out of range: the traffic alone, the row step as it was)
+    row_step = profile.get("memory_classes", {}).get(cls, {}).get("row_step", 0.0)
+    traffic = weighted(lambda r, m, n, t: m * (t - r - n * row_step)) / a11 if a11 > 0 else 1.0
+    return min(_MOST_TRAFFIC, max(0.25, traffic)), row_step
 
 
 def _host_and_efficiency(profile: dict, rows: list[dict], direction: str, host_per_call) -> tuple[float, float] | None:

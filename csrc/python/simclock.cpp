@@ -83,13 +83,15 @@ DeviceProfile profile_of(const py::dict& d) {
       }
     }
   }
-  if (d.contains("memory_classes")) {  // {class name: {traffic, floor}}, every class (Python fills them)
+  if (d.contains("memory_classes")) {  // {class name: {traffic, floor, row_step, rate}}, every class (Python fills them)
     const auto classes = d["memory_classes"].cast<py::dict>();
     for (size_t c = 0; c < p.memory_classes.size(); ++c) {
       const char* name = simclock::memory_class_name(static_cast<simclock::MemoryClass>(c));
       if (!classes.contains(name)) continue;
       const auto given = classes[name].cast<py::dict>();
-      p.memory_classes[c] = simclock::ClassCost{given["traffic"].cast<double>(), given["floor"].cast<double>()};
+      p.memory_classes[c] = simclock::ClassCost{given["traffic"].cast<double>(), given["floor"].cast<double>(),
+                                                given.contains("row_step") ? given["row_step"].cast<double>() : 0.0,
+                                                given.contains("rate") ? given["rate"].cast<double>() : 0.0};
     }
   }
   if (d.contains("multi_tensor_apply")) {

@@ -35,9 +35,14 @@ struct CollectiveProtocol {
 
 // What a class of vector kernels (MemoryClass, simclock/kernel_traits.h) costs: the
 // memory traffic its operands' bytes cause (1: each byte once; a softmax's
-// extra passes over long rows more), and the least time such a kernel takes.
+// extra passes over long rows more), the least time such a kernel takes, what
+// each row it walks in a chain adds (a column reduction's threads add their rows
+// one after another: the part's parallelism is its outputs, not its bytes), and
+// the rate its units get through its bytes (0: no limit but the memory's): a
+// softmax or a bfloat16 conversion takes as long on an H200 as on an H100, whose
+// dies are one, though the H200's memory is 1.4x faster.
 struct ClassCost {
-  double traffic = 1, floor = 0;
+  double traffic = 1, floor = 0, row_step = 0, rate = 0;
 };
 
 // How the part's library batches a list of tensors into kernels (CUDA's

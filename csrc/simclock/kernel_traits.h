@@ -16,6 +16,7 @@ enum class MemoryClass : uint8_t {
   Transcendental,  // elementwise with enough arithmetic to show (exp, silu, tanh, ...)
   Special,         // elementwise special functions (erf and the GELU family): a CPU's vector units, not its memory, bound them
   Reduction,       // reads its input once, writes far less
+  ColumnReduction, // a reduction that keeps its input's contiguous dimension (x.sum(0), a bias's gradient): its rows walked in a chain
   Softmax,         // row-wise: passes for the row's maximum and sum, one to write
   Norm,            // layer/batch/group/RMS norm forward: statistics, then the normalised write
   NormBackward,
@@ -47,6 +48,8 @@ struct KernelTraits {
   bool convolution_unaligned = false;  // input channels not a multiple of 8: the profile's unaligned efficiency
   // The kernels this launch stands for on the part (a multi-tensor apply's chunks), >= 1.
   int64_t kernels = 1;
+  // A column reduction's reduced rows: each output's chain of adds (0: not one).
+  int64_t reduced_rows = 0;
 };
 
 } // namespace simhpu::simclock

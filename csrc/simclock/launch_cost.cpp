@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string_view>
 #include <unordered_set>
 
 namespace simhpu::simclock {
@@ -111,6 +112,16 @@ std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProf
   return cost.flops * (cost.attention_causal ? 0.5 : 1.0) / rate;
 }
 
+// The dimension a tensor's elements run along in memory: its dimension of the
+// least stride among those of more than one element (-1: none, a scalar).
+int64_t innermost_dim(const DeviceTensor& t) {
+  int64_t found = -1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.sizes[d] > 1 && (found < 0 || t.strides[d] < t.strides[found])) found = d;
+  }
+  return found;
+}
+
 // Whether a launch's tensors are laid out differently from one another (one read
 // across another's strides, as a transposing copy does), broadcasts aside.
 bool reads_across_strides(const LaunchRecord& record) {
@@ -126,6 +137,74 @@ bool reads_across_strides(const LaunchRecord& record) {
     if (t->dim() == first->dim() && t->is_contiguous() != first->is_contiguous()) return true;
   }
   return false;
+}
+
+// The dimensions a reduction's record says it reduces, as the input's dimensions:
+// a stub's iterator gives its output stride 0 along them over the input's shape; a
+// reference call gives its `dim` argument, the first list of ints after the input
+// (or a lone int: max.dim, cumsum). Empty: every dimension, or not known.
+struct ReducedDims {
+  const DeviceTensor* input = nullptr;
+  std::vector<bool> reduced;
+};
+ReducedDims reduced_dims(const LaunchRecord& record) {
+  ReducedDims out;
+  const DeviceTensor* strided_output = nullptr;
+  std::optional<std::vector<int64_t>> dims;
+  for (const KernelArg& arg : record.args) {
+    if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
+      if (t->dtype == c10::ScalarType::Undefined) continue;
+      const bool has_zero = std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end();
+      if (has_zero && strided_output == nullptr) {
+        strided_output = t;
+      } else if (!has_zero && out.input == nullptr) {
+        out.input = t;
+      }
+    } else if (out.input != nullptr && !dims) {
+      if (const auto* list = std::get_if<std::vector<int64_t>>(&arg)) {
+        dims = *list;
+      } else if (const auto* value = std::get_if<c10::IValue>(&arg)) {
+        if (value->isIntList()) dims = value->toIntVector();
+        // (a lone int may be a norm's order, not a dimension)
+        if (value->isInt() && std::string_view(record.op_name).find("norm") == std::string_view::npos) {
+          dims = std::vector<int64_t>{value->toInt()};
+        }
+      } else if (const auto* one = std::get_if<int64_t>(&arg)) {
+        dims = std::vector<int64_t>{*one};
+      }
+    }
+  }
+  if (out.input == nullptr) return out;
+  const int64_t rank = out.input->dim();
+  if (strided_output != nullptr && strided_output->dim() == rank && strided_output->sizes == out.input->sizes) {
+    out.reduced.assign(static_cast<size_t>(rank), false);
+    for (int64_t d = 0; d < rank; ++d) out.reduced[d] = strided_output->strides[d] == 0 && out.input->sizes[d] > 1;
+  } else if (dims && !dims->empty()) {
+    out.reduced.assign(static_cast<size_t>(rank), false);
+    for (int64_t d : *dims) {
+      if (d < 0) d += rank;
+      if (d < 0 || d >= rank) return ReducedDims{};
+      out.reduced[d] = out.input->sizes[d] > 1;
+    }
+  }
+  return out;
+}
+
+// The rows a reduction walks in a chain when it keeps its input's contiguous
+// dimension (a column reduction: x.sum(0) of a row-major matrix, a bias's
+// gradient); 0 when it reduces along the contiguous dimension, as a row or a
+// whole reduction does.
+int64_t column_reduction_rows(const LaunchRecord& record) {
+  const ReducedDims dims = reduced_dims(record);
+  if (dims.input == nullptr || dims.reduced.empty()) return 0;
+  const DeviceTensor& in = *dims.input;
+  const int64_t innermost = innermost_dim(in);
+  if (innermost < 0 || dims.reduced[innermost]) return 0;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    if (dims.reduced[d]) rows *= in.sizes[d];
+  }
+  return rows > 1 ? rows : 0;
 }
 
 double log2_ceil(int n) {
@@ -176,6 +255,12 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
   }
   if (traits.memory_class == MemoryClass::Copy && reads_across_strides(record)) {
     traits.memory_class = MemoryClass::Transpose;
+  }
+  if (traits.memory_class == MemoryClass::Reduction) {
+    if (const int64_t rows = column_reduction_rows(record); rows > 0) {
+      traits.memory_class = MemoryClass::ColumnReduction;
+      traits.reduced_rows = rows;
+    }
   }
   const bool chunked = traits.memory_class == MemoryClass::MultiTensor ||
                        traits.memory_class == MemoryClass::FusedOptimizer;
@@ -248,10 +333,12 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     // one, kernels == 0, pays none: its operator's end adds them).
     const ClassCost& c = p.memory_classes[static_cast<size_t>(traits.memory_class)];
     memory *= c.traffic;
+    if (c.rate > 0) memory = std::max(memory, cost.bytes / c.rate);
     const double least = std::max(c.floor, p.kernel_overhead);
     seconds = traits.kernels == 0 ? std::max(compute, memory)
                                   : std::max(least, p.kernel_overhead + std::max(compute, memory)) +
                                         static_cast<double>(traits.kernels - 1) * least;
+    seconds += static_cast<double>(traits.reduced_rows) * c.row_step;
     if (seconds <= 0) return {0, Bound::Latency, 0};
   }
   const double flops_fraction = cost.flops / seconds / peak_flops;
@@ -375,6 +462,7 @@ const char* memory_class_name(MemoryClass c) {
     case MemoryClass::Transcendental: return "transcendental";
     case MemoryClass::Special: return "special";
     case MemoryClass::Reduction: return "reduction";
+    case MemoryClass::ColumnReduction: return "column_reduction";
     case MemoryClass::Softmax: return "softmax";
     case MemoryClass::Norm: return "norm";
     case MemoryClass::NormBackward: return "norm_backward";

@@ -165,6 +165,7 @@ def test_a_profile_that_inherits_states_only_what_differs(tmp_path):
     ("memory_classes", {"nonsense": {}}, "memory_classes.nonsense"),
     ("attention", {"priority": ["cudnn", "cudnn"]}, "attention.priority"),
     ("multi_tensor_apply", {"chunk": 0}, "multi_tensor_apply.chunk"),
+    ("memory_classes", {"softmax": {"rate": 5.0}}, "memory_classes.softmax.rate"),
 ])
 def test_a_profile_field_out_of_range_is_refused_by_name(field, value, message):
     profile = dict(part_fit._raw("h100-sxm"), **{field: value})
@@ -505,3 +506,86 @@ def test_a_convolutions_host_time_and_efficiency_are_fitted_together():
     host, efficiency = part_fit._host_and_efficiency(start, rows, "convolution", lambda row: 0.0)
     assert host == pytest.approx(50e-6, rel=0.05)
     assert efficiency == pytest.approx(0.3, rel=0.05)
+
+
+def _with_column_step(row_step, traffic=1.0):
+    base = part("h100-sxm")
+    return dict(base, memory_classes=dict(base["memory_classes"],
+                                          column_reduction={"traffic": traffic, "floor": 0.0, "row_step": row_step}))
+
+
+@pytest.mark.parametrize("reduce, column", [
+    (lambda x: x.sum(0), True),             # the stub route: the iterator's output of stride 0
+    (lambda x: x.amax(0), True),            # the reference route: its `dim` argument
+    (lambda x: x.mean(0, keepdim=True), True),
+    (lambda x: x.sum(-1), False),           # a row reduction reads along the contiguous dimension
+    (lambda x: x.amax(1), False),
+    (lambda x: x.t().sum(1), True),         # the input's layout, not its shape's order, says which
+    (lambda x: x.sum(), False),
+])
+def test_a_column_reduction_walks_its_rows_in_a_chain(reduce, column):
+    # (a reduction that keeps its input's contiguous dimension, x.sum(0) for a bias's gradient, is
+    # as parallel as its outputs: its rows add one after another; measured 2-6x a row sum's time)
+    def make():
+        x = torch.empty(16384, 256, device="simhpu", dtype=torch.bfloat16)
+        return lambda: reduce(x)
+    without, with_step = device_seconds(make, _with_column_step(0.0)), device_seconds(make, _with_column_step(1e-8))
+    if column:
+        assert with_step - without == pytest.approx(16384 * 1e-8, rel=0.05)
+    else:
+        assert with_step == pytest.approx(without)
+
+
+def test_a_profile_without_a_class_prices_it_as_its_kin():
+    base = part("h100-sxm")
+    classes = {c: v for c, v in base["memory_classes"].items() if c != "column_reduction"}
+    loaded = load_profile(dict(base, memory_classes=dict(classes, reduction={"traffic": 3.0, "floor": 2e-6})))
+    assert loaded["memory_classes"]["column_reduction"] == {"traffic": 3.0, "floor": 2e-6, "row_step": 0.0, "rate": 0.0}
+    with pytest.raises(ProfileError, match=r"memory_classes\.column_reduction\.row_step"):
+        load_profile(_with_column_step(1e-3))
+
+
+def test_a_column_reductions_traffic_and_row_step_are_fitted_together():
+    # rows made by a profile with a known traffic and row step: the fit finds both again
+    truth = _with_column_step(0.8e-9, traffic=1.5)
+    cases = [dict(kind="memory-bound", call=part_measure.COLUMN_SUM, dtype="bfloat16", shape=shape,
+                  timing="device (CUDA graph of 20 calls, median of 5 replays)", seconds=1.0)
+             for shape in ([65536, 256], [25088, 768], [8192, 3072])]
+    rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]
+    traffic, row_step = part_fit._traffic_and_row_step(_with_column_step(0.0), "column_reduction", rows)
+    assert traffic == pytest.approx(1.5, rel=0.05)
+    assert row_step == pytest.approx(0.8e-9, rel=0.05)
+
+
+def _faster_memory(profile):
+    # (a part of the family: the same die, a memory 1.43x faster, as the H200's is the H100's)
+    return dict(profile, memory_bandwidth=profile["memory_bandwidth"] * 1.43)
+
+
+def _layer_norm_rows(profile, part_of=lambda p: p):
+    cases = [dict(kind="memory-bound", call="F.layer_norm(x, (cols,), w) forward", dtype="bfloat16", shape=shape,
+                  timing="device (CUDA graph of 20 calls, median of 5 replays)", seconds=1.0)
+             for shape in ([8192, 4096], [16384, 8192], [4096, 32768])]
+    return [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(part_of(profile)))]
+
+
+def test_a_class_bound_by_its_units_takes_as_long_on_a_faster_memory():
+    norm = {"traffic": 1.0, "floor": 0.0, "rate": 1e12}
+    bound = dict(part("h100-sxm"), memory_classes=dict(part("h100-sxm")["memory_classes"], norm=norm))
+    free = dict(bound, memory_classes=dict(bound["memory_classes"], norm=dict(norm, rate=0.0)))
+    def seconds(profile):
+        return [row["seconds"] for row in _layer_norm_rows(profile)]
+    assert seconds(bound) == pytest.approx(seconds(_faster_memory(bound)), rel=0.02)
+    assert all(a > 1.3 * b for a, b in zip(seconds(free), seconds(_faster_memory(free))))
+
+
+def test_a_family_fit_tells_a_classs_traffic_from_its_units_rate():
+    # rows made on two parts of a family by a profile with a known traffic and rate (memory-bound on the
+    # slower memory, units-bound on the faster): the fit finds both
+    truth = part("h100-sxm")
+    truth = dict(truth, memory_classes=dict(truth["memory_classes"], norm={"traffic": 1.3, "floor": 0.0, "rate": 3e12}))
+    start = dict(truth, memory_classes=dict(truth["memory_classes"], norm={"traffic": 1.0, "floor": 0.0}))
+    part_fit.fit_family(start, _layer_norm_rows(truth), _layer_norm_rows(truth, _faster_memory), _faster_memory)
+    fitted = start["memory_classes"]["norm"]
+    assert fitted["traffic"] == pytest.approx(1.3, rel=0.06)
+    assert fitted["rate"] == pytest.approx(3e12, rel=0.06)

@@ -326,8 +326,16 @@ def _attention_section(attention: dict, problem, positive) -> dict:
     return out
 
 
+# A class a profile does not price is priced as its kin (a profile written before the class was
+# told apart from it: a column reduction was a reduction, a batch norm a norm), not as plain
+# elementwise work.
+_CLASS_KIN = {"column_reduction": "reduction", "batch_norm": "norm", "batch_norm_backward": "norm_backward",
+              "fused_optimizer": "multi_tensor"}
+
+
 def _memory_classes(given: dict, problem, positive) -> dict:
-    """Every memory class's {traffic, floor} (csrc/simclock/device_profile.h, ClassCost): 1 and 0 where not given."""
+    """Every memory class's {traffic, floor, row_step, rate} (csrc/simclock/device_profile.h, ClassCost):
+    a class not given is priced as its kin (_CLASS_KIN) or at 1, 0, 0 and 0 (no rate limit)."""
     names = _C._simclock_memory_classes()
     unknown = set(given) - set(names) - {"source"}
     if unknown:
@@ -336,7 +344,7 @@ def _memory_classes(given: dict, problem, positive) -> dict:
     for name in names:
         cost = given.get(name, {})
         if not isinstance(cost, dict):
-            raise problem(f"memory_classes.{name}", f"an object {{traffic, floor}}, got {cost!r}")
+            raise problem(f"memory_classes.{name}", f"an object {{traffic, floor, row_step, rate}}, got {cost!r}")
         traffic = positive(cost.get("traffic", 1.0), f"memory_classes.{name}.traffic")
         if not 0.25 <= traffic <= 256:
             raise problem(f"memory_classes.{name}.traffic",
@@ -344,7 +352,18 @@ def _memory_classes(given: dict, problem, positive) -> dict:
         floor = positive(cost.get("floor", 0.0), f"memory_classes.{name}.floor")
         if floor > 1e-3:
             raise problem(f"memory_classes.{name}.floor", f"the least a kernel takes, seconds <= 1e-3, got {floor!r}")
-        out[name] = {"traffic": traffic, "floor": floor}
+        row_step = positive(cost.get("row_step", 0.0), f"memory_classes.{name}.row_step")
+        if row_step > 1e-6:
+            raise problem(f"memory_classes.{name}.row_step",
+                          f"what each row walked in a chain adds, seconds <= 1e-6, got {row_step!r}")
+        rate = positive(cost.get("rate", 0.0), f"memory_classes.{name}.rate")
+        if rate and not 1e9 <= rate <= 1e15:
+            raise problem(f"memory_classes.{name}.rate",
+                          f"the bytes a second the part's units get through, 0 (no limit) or in [1e9, 1e15], got {rate!r}")
+        out[name] = {"traffic": traffic, "floor": floor, "row_step": row_step, "rate": rate}
+    for name, kin in _CLASS_KIN.items():
+        if name in out and name not in given and kin in given:
+            out[name] = dict(out[kin], row_step=0.0)
     return out
 
 
