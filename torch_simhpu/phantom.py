@@ -16,7 +16,16 @@ for bool, so a loop that runs while any element is flagged ends), each read
 counted with its Python line in the report; values="error" raises at the first
 instead. An operator that needs device values on the host to compute (one whose
 result's shape depends on them, as nonzero's or a boolean mask's) is refused,
-naming it. Build large models on the meta device and move them with
+naming it.
+
+Values the host knows stay known. A tensor made from host data (torch.tensor,
+arange, full, a copy of a CPU tensor) and whatever small kernels compute from such
+tensors alone keep their values: each kernel whose inputs are all known and that
+holds at most SIMHPU_PHANTOM_KNOWN_BYTES of device memory (1 MiB by default; 0:
+none) runs as ever, and a read of what it wrote is the truth, not a placeholder,
+and not counted. So a pipeline schedule's shapes, split sizes the program computed,
+a mask over arange, run unchanged; a kernel over anything else (a model's weights
+made by a large init, activations) does not run, and what it writes is unknown. Build large models on the meta device and move them with
 to_empty(device="simhpu"): initialising them is launches like any other. When the
 block ends the device takes back the capacity it had, unless tensors made in the
 block are still alive (then it keeps the part's until the process ends).
@@ -49,6 +58,7 @@ def start(profile: dict, values: str = "placeholder", keep_capacity: bool = Fals
     device's own (keep_capacity)."""
     if values not in VALUES:
         raise ValueError(f"torch.simhpu.simulate: values must be 'placeholder' or 'error', got {values!r}")
+    known_bytes = known_bytes_from_environment()
     global _capacity_before
     if not keep_capacity:
         before = _C._memory_limit()
@@ -56,7 +66,7 @@ def start(profile: dict, values: str = "placeholder", keep_capacity: bool = Fals
         _capacity_before = before if _C._memory_limit() != before else None
     _C._synchronize_all()  # what was launched before runs: only what follows is phantom
     _C._phantom_clear_host_reads()
-    _C._phantom_set(True, VALUES[values])
+    _C._phantom_set(True, VALUES[values], known_bytes)
 
 
 def stop() -> None:
@@ -90,6 +100,26 @@ def _give_device_the_capacity_of(profile: dict) -> None:
             "and tensors in it, so its capacity cannot change. Start phantom execution before making device "
             "tensors, or from the environment (SIMHPU_DEVICE_PROFILE=... SIMHPU_EXECUTE=0), or set "
             "SIMHPU_MEMORY_LIMIT to the part's capacity.")
+
+
+def known_values_launches() -> int:
+    """How many kernels ran under phantom execution because their inputs' values were known."""
+    return _C._phantom_known_launches()
+
+
+def known_bytes_from_environment() -> int:
+    """SIMHPU_PHANTOM_KNOWN_BYTES: the most device memory a kernel may hold and still run for its
+    known values (an int >= 0; default 1 MiB); anything else is refused by name."""
+    value = os.environ.get("SIMHPU_PHANTOM_KNOWN_BYTES", "").strip()
+    if not value:
+        return 1 << 20
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise ValueError(f"SIMHPU_PHANTOM_KNOWN_BYTES must be an int >= 0 (bytes), got {value!r}")
+    return limit
 
 
 def execution_off_in_environment() -> bool:

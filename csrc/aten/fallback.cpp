@@ -156,16 +156,17 @@ bool run_async(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c
   }
   const EmptyOuts empty = empty_outs(ref, args);
   // (While values are not computed - phantom execution - the meta kernel's outputs are taken:
-  // they are the accelerator's, which is what the simulated part runs, and nothing reads them.)
-  if (empty == EmptyOuts::Distrusted ||
-      (ref.meta_differs != nullptr && ref.meta_differs(args) && observers::values_computed())) {
+  // they are the accelerator's, which is what the simulated part runs, and nothing reads them;
+  // unless the values are known, and then what the kernel computes is read.)
+  const bool values_read = observers::values_computed() || observers::values_known(args);
+  if (empty == EmptyOuts::Distrusted || (ref.meta_differs != nullptr && ref.meta_differs(args) && values_read)) {
     return false;
   }
   std::optional<MetaOutcome> fresh;
   const MetaOutcome* outcome = meta_outcome(ref, args, fresh, /*remember=*/empty != EmptyOuts::Learn);
   if (outcome == nullptr) return false;
   // (Nothing to learn from while values are not computed: the meta kernel is taken at its word.)
-  if (empty == EmptyOuts::Learn && fresh && observers::values_computed()) {
+  if (empty == EmptyOuts::Learn && fresh && values_read) {
     return run_synchronized_and_learn(ref, stack, first, device, *fresh);
   }
   for (const auto& [i, shape] : outcome->written) {

@@ -88,21 +88,31 @@ at::Tensor placeholder_of(const at::Tensor& t) {
   return host;
 }
 
+// A known device tensor's values on the host, in its layout.
+at::Tensor host_copy_of(const at::Tensor& t) {
+  at::Tensor host = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
+  host.copy_(describe_tensor(t).cpu_view());
+  return host;
+}
+
 // While values are not computed (phantom execution), an operator the host would compute whose
 // results' shapes do not depend on its inputs' values (it has no meta kernel: cummax, geqrf,
 // histogram's bin edges, ...) runs its CPU kernel on placeholder inputs of its inputs' shapes, to
 // learn its results' shapes; the device gets results of those shapes, unwritten, and the launch
-// is priced like any other. False where that cannot stand for the call (its shapes depend on
-// values, it returns a value, a sparse result, or its inputs are too large to stand in for).
-bool run_for_shapes(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
-  if (observers::values_computed() || ref.shapes_depend_on_values) return false;
+// is priced like any other. Where the observers standing in for values know the inputs'
+// (`known`), the CPU kernel runs on those, so a result whose shape depends on them (nonzero's)
+// has its true shape, and the launch, over known inputs, computes it. False where that cannot
+// stand for the call (its shapes depend on unknown values, it returns a value, a sparse result,
+// or its inputs are too large to stand in for).
+bool run_for_shapes(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device, bool known) {
+  if (observers::values_computed() || (ref.shapes_depend_on_values && !known)) return false;
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
   int64_t bytes = 0;
   auto stand_in = [&](const c10::IValue& v) -> c10::IValue {
     if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_privateuseone()) return v;
     if (is_sparse_layout(v.toTensor())) throw std::invalid_argument("sparse");
     bytes += static_cast<int64_t>(v.toTensor().nbytes());
-    return placeholder_of(v.toTensor());
+    return known ? host_copy_of(v.toTensor()) : placeholder_of(v.toTensor());
   };
   std::vector<c10::IValue> call_args;
   try {
@@ -173,9 +183,11 @@ bool run_for_shapes(const ReferenceOp& ref, torch::jit::Stack* stack, size_t fir
 } // namespace
 
 void run_synchronized(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first, c10::Device device) {
-  if (run_for_shapes(ref, stack, first, device)) return;
   const auto args = c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args());
-  observers::before_host_compute(ref.name.c_str());  // (values not computed: an observer may refuse)
+  const bool known = observers::values_known(args);
+  if (run_for_shapes(ref, stack, first, device, known)) return;
+  // (values not computed: an observer may refuse; known to it, the call runs as ever)
+  if (!known) observers::before_host_compute(ref.name.c_str());
   synchronize_stream(current_stream(device.index()));
   // The host reads these now (and writes what the call writes): observers (the
   // sanitizer) check that other streams' work on them is ordered before.

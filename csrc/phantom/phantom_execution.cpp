@@ -1,5 +1,8 @@
 #include "phantom/phantom_execution.h"
 
+#include "runtime/device_memory.h"
+#include "runtime/kernel_arg.h"
+#include "runtime/launch_record.h"
 #include "runtime/launch_site.h"
 #include "runtime/observers.h"
 
@@ -9,6 +12,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 
 namespace simhpu::phantom {
@@ -21,7 +25,16 @@ struct State {
   Values values = Values::Placeholder;
   std::vector<HostRead> reads;
   std::map<std::pair<std::string, int>, size_t> read_at;  // (file, line) -> index in reads
+  int64_t known_bytes = kDefaultKnownBytes;
+  // Device memory whose values are known, by its block's host address (a
+  // storage's memory starts its block).
+  std::unordered_set<const void*> known;
+  int64_t known_launches = 0;
 };
+
+const void* key_of(const c10::Storage& storage) {
+  return host_address(storage.device().index(), storage.data());
+}
 
 State& state() {
   static State* s = new State();  // never destroyed: reads may come during exit
@@ -40,7 +53,50 @@ class PhantomLens final : public RuntimeObserver {
     return " (" + std::string(kWhat) + " was on: no kernel ran, and the device has the part's capacity)";
   }
 
+  void on_allocate(const c10::Stream&, const void* host_address, size_t) override {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.known.insert(host_address);  // (fresh memory holds nothing a program may rely on)
+  }
+
+  bool knows_values(const at::Tensor& t) override {
+    if (!t.defined() || !t.is_privateuseone() || !t.has_storage()) return true;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    // (within the limit: the host computes over them, and its pages of them are touched)
+    return static_cast<int64_t>(t.storage().nbytes()) <= s.known_bytes && s.known.count(key_of(t.storage())) > 0;
+  }
+
+  bool computes_launch(const LaunchRecord& record) override {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    // (a kernel that does more than write memory - a collective, a graph's replay - is never run)
+    bool run = record.kernel->settle == nullptr && !record.keep_alive.empty();
+    int64_t bytes = 0;
+    for (const c10::Storage& storage : record.keep_alive) {
+      if (!storage || storage.device_type() != c10::DeviceType::PrivateUse1) continue;  // (host data: known)
+      bytes += static_cast<int64_t>(storage.nbytes());
+      if (s.known.count(key_of(storage)) == 0) run = false;
+    }
+    run = run && bytes <= s.known_bytes;
+    for (size_t i = 0; i < record.keep_alive.size(); ++i) {
+      const c10::Storage& storage = record.keep_alive[i];
+      if (!storage || storage.device_type() != c10::DeviceType::PrivateUse1 || !record.may_write(i)) continue;
+      if (run) {
+        s.known.insert(key_of(storage));
+      } else {
+        s.known.erase(key_of(storage));
+      }
+    }
+    if (run) ++s.known_launches;
+    return run;
+  }
+
   void on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op) override {
+    if (knows_values(device_source)) {  // (the truth, not a placeholder: nothing to count)
+      host_destination.copy_(describe_tensor(device_source).cpu_view());
+      return;
+    }
     const LaunchSite site = capture_launch_site();  // before the lock: it may take the GIL
     const char* file = site.file();
     const int line = site.line();
@@ -85,11 +141,13 @@ const bool lens_subscribed = (lens(), true);
 
 } // namespace
 
-void set_enabled(bool on, Values values) {
+void set_enabled(bool on, Values values, int64_t known_bytes) {
   State& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.values = values;
+    s.known_bytes = known_bytes;
+    s.known.clear();  // (what was computed before is not tracked: unknown)
   }
   s.on.store(on);
   observers::set_active(&lens(), on);
@@ -110,6 +168,13 @@ void clear_host_reads() {
   std::lock_guard<std::mutex> lock(s.mu);
   s.reads.clear();
   s.read_at.clear();
+  s.known_launches = 0;
+}
+
+int64_t known_launches() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.known_launches;
 }
 
 } // namespace simhpu::phantom

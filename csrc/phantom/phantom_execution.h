@@ -9,6 +9,15 @@
 // them; an operator that needs values on the host to compute (a result whose
 // shape depends on them, as nonzero's) is refused, naming it.
 //
+// Values the host knows stay known: memory the allocator hands out while it is
+// on is known (what it holds is undefined on any part), and a small kernel
+// (all the memory it holds within the known-values limit) whose every input is
+// known runs as ever, so what it writes is known too: a tensor made from host
+// data (torch.tensor, arange, a shape the program computed) and what is computed
+// from such tensors alone. A host read of known memory gets its values, and an
+// operator the host computes over known values runs. Anything a kernel that did
+// not run wrote is unknown again.
+//
 // A lens of its own: it observes the runtime (runtime/observers.h) and stands
 // in for the device's values there; the runtime does not name it.
 #include <cstdint>
@@ -17,14 +26,19 @@
 
 namespace simhpu::phantom {
 
+// The most device memory a kernel may hold and still run because its values are known.
+constexpr int64_t kDefaultKnownBytes = int64_t(1) << 20;
+
 // What host reads of device values get while phantom execution is on.
 enum class Values : int {
   Placeholder = 0,  // ones for floating point (no division by zero), zeros for integers, False for bool
   Error = 1,        // the first read raises
 };
 
-// On (the device's queues should be empty: what they hold still runs) or off.
-void set_enabled(bool on, Values values);
+// On (the device's queues should be empty: what they hold still runs) or off;
+// known_bytes: the most memory a kernel may hold and still run for its known
+// values (0: none runs).
+void set_enabled(bool on, Values values, int64_t known_bytes = kDefaultKnownBytes);
 bool enabled();
 
 // One Python line that read device values while phantom execution was on.
@@ -38,5 +52,7 @@ struct HostRead {
 // The reads since the last clear, in the order their lines first read.
 std::vector<HostRead> host_reads();
 void clear_host_reads();
+// Kernels run since the last clear because their values were known.
+int64_t known_launches();
 
 } // namespace simhpu::phantom

@@ -8,7 +8,13 @@ namespace py = pybind11;
 namespace simhpu {
 
 void bind_phantom(py::module_& m) {
-  m.def("_phantom_set", [](bool on, int values) { phantom::set_enabled(on, static_cast<phantom::Values>(values)); });
+  m.def(
+      "_phantom_set",
+      [](bool on, int values, int64_t known_bytes) {
+        phantom::set_enabled(on, static_cast<phantom::Values>(values), known_bytes);
+      },
+      py::arg("on"), py::arg("values"), py::arg("known_bytes") = phantom::kDefaultKnownBytes);
+  m.def("_phantom_known_launches", &phantom::known_launches);
   m.def("_phantom_enabled", &phantom::enabled);
   m.def("_phantom_host_reads", [] {
     py::list out;

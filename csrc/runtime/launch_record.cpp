@@ -132,7 +132,7 @@ std::optional<std::string> run_record(LaunchRecord& record) {
     case LaunchRecord::Kind::Kernel:
       break;
   }
-  if (!observers::values_computed()) {
+  if (!observers::launch_computed(record)) {
     if (record.kernel->settle != nullptr) record.kernel->settle(record);
     return std::nullopt;
   }

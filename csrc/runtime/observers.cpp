@@ -1,5 +1,8 @@
 #include "runtime/observers.h"
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
 #include <algorithm>
 #include <mutex>
 #include <vector>
@@ -187,6 +190,34 @@ void detail::on_host_read(const at::Tensor& device_source, const at::Tensor& hos
 
 void detail::before_host_compute(const char* op) {
   for_each_active([&](RuntimeObserver& o) { o.before_host_compute(op); });
+}
+
+bool detail::launch_computed(const LaunchRecord& record) {
+  bool computed = true;  // (each observer standing in is asked: each learns what the launch writes)
+  for_each_active([&](RuntimeObserver& o) {
+    if (!o.computes_values() && !o.computes_launch(record)) computed = false;
+  });
+  return computed;
+}
+
+bool detail::values_known(c10::ArrayRef<c10::IValue> args) {
+  auto known = [](const at::Tensor& t) {
+    if (!t.defined() || !t.is_privateuseone()) return true;
+    bool all = true;
+    for_each_active([&](RuntimeObserver& o) {
+      if (!o.computes_values() && !o.knows_values(t)) all = false;
+    });
+    return all;
+  };
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor() && !known(arg.toTensor())) return false;
+    if (arg.isList()) {
+      for (const c10::IValue& element : arg.toListRef()) {
+        if (element.isTensor() && !known(element.toTensor())) return false;
+      }
+    }
+  }
+  return true;
 }
 
 std::optional<double> elapsed_seconds(const void* start, const void* end) {

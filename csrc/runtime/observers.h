@@ -53,6 +53,14 @@ class RuntimeObserver {
   // While values are not computed: `op` is about to run on the host over device
   // values (its result's shape or value depends on them); an observer may refuse by raising.
   virtual void before_host_compute(const char* op) {}
+  // While values are not computed, an observer may know some all the same (the
+  // host's own data, and what small kernels made from it alone): true, and the
+  // kernel runs as ever. Asked once for each kernel record, just before it would
+  // run, so the observer learns what each launch writes, whether it ran or not.
+  virtual bool computes_launch(const LaunchRecord& record) { return false; }
+  // While values are not computed: whether the observer knows `t`'s values (a
+  // computation on the host may then read them, and a host read gets them).
+  virtual bool knows_values(const at::Tensor& t) { return false; }
 
   // Launches, on the launching thread and in launch order. A launch is about to
   // be claimed on this thread, outside any other launch (an observer may make launches of its own here).
@@ -150,6 +158,8 @@ void on_host_transfer(double bytes, bool pageable);
 void on_event_destroyed(const void* event);
 void on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op);
 void before_host_compute(const char* op);
+bool launch_computed(const LaunchRecord& record);
+bool values_known(c10::ArrayRef<c10::IValue> args);
 extern std::atomic<int> standing_in;
 inline bool watched() {
   return active.load(std::memory_order_relaxed) != 0;
@@ -230,6 +240,16 @@ inline void on_host_read(const at::Tensor& device_source, const at::Tensor& host
 }
 inline void before_host_compute(const char* op) {
   if (!values_computed()) detail::before_host_compute(op);
+}
+// Whether a kernel record about to run computes its values: always, unless an
+// observer stands in for them; then where every such observer knows its inputs.
+inline bool launch_computed(const LaunchRecord& record) {
+  return values_computed() || detail::launch_computed(record);
+}
+// While values are not computed: whether every device tensor in `args` (lists
+// too) has values an observer standing in for them knows.
+inline bool values_known(c10::ArrayRef<c10::IValue> args) {
+  return !values_computed() && detail::values_known(args);
 }
 
 // Launch and host events: see RuntimeObserver. One relaxed load while nothing watches.

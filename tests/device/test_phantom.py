@@ -4,6 +4,7 @@ clocks, and no kernel runs; device memory has the profile's capacity and is neve
 touched; host reads of values get counted placeholders."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -31,7 +32,8 @@ def test_no_kernel_runs_but_every_launch_is_priced():
         c = (b * 2).relu()
     assert [x.op for x in sim.kernels()] == ["aten::mm.out", "aten::mul.Tensor", "aten::relu"]
     assert sim.kernels()[0].work == "matrix" and sim.kernels()[0].flops == 2 * 256 ** 3
-    assert sim.phantom and "phantom: none ran" in sim.report()
+    # (only the Python number 2, moved to the device for the multiplication, ran: the host knows it)
+    assert sim.phantom and sim.known_launches == 1 and "phantom: 1 ran" in sim.report()
     # What phantom execution launched never ran: the memory of its results was not written.
     assert _C._phantom_enabled() is False
     torch.simhpu.synchronize()
@@ -205,7 +207,7 @@ def test_the_command_runs_a_script_in_phantom(tmp_path):
     out = run_python(f"import sys; from torch_simhpu.simulation import main; "
                      f"sys.exit(main(['--profile', 'h100-sxm', '--no-execute', {str(script)!r}]))", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "value 1.0" in out.stdout and "phantom: none ran" in out.stdout
+    assert "value 1.0" in out.stdout and re.search(r"phantom: (none|\d+) ran", out.stdout)
     assert "host reads of device values: 1" in out.stdout
 
 
@@ -245,3 +247,41 @@ def test_simhpu_execute_0_beside_the_commands_profile_runs_phantom_on_it(tmp_pat
                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode != 0 and "SIMHPU_EXECUTE must be 1 or 0, got 'maybe'" in out.stderr
     assert "phantom" not in out.stdout
+
+
+def test_values_the_host_knows_stay_known():
+    before = torch.arange(4.0, device=D)  # (computed before phantom execution: not tracked, so unknown)
+    with phantom() as sim:
+        sizes = torch.tensor([5, 7], device=D)                       # host data
+        doubled = (sizes * 2 + torch.arange(2, device=D)).tolist()   # small kernels over it alone
+        pieces = torch.empty(12, 3, device=D).split(sizes.tolist())
+        nonzero = torch.arange(6, device=D).nonzero().flatten().tolist()  # the host computes over known values
+        unknown = (before + 1).tolist()
+    assert doubled == [10, 15] and [p.shape[0] for p in pieces] == [5, 7] and nonzero == [1, 2, 3, 4, 5]
+    assert unknown == [1.0, 1.0, 1.0, 1.0] and len(sim.host_reads) == 1  # a placeholder, counted
+    assert sim.known_launches > 0 and "over values the host knew" in sim.report()
+
+
+_MADE_BEFORE = torch.ones(2, device=D)  # (before any phantom block: its values are not tracked)
+
+
+def test_a_kernel_over_unknown_or_too_much_memory_does_not_run_and_what_it_writes_is_unknown():
+    with phantom() as sim:
+        x = torch.tensor([1.0, 2.0], device=D)
+        x.mul_(_MADE_BEFORE)                             # an input the host does not know: x is unknown now
+        big = torch.full((1 << 19,), 3.0, device=D)      # 2 MiB: more than the 1 MiB a kernel may hold
+        values = x.tolist(), big.sum().item()
+    assert values == ([1.0, 1.0], 1.0) and sum(r.count for r in sim.host_reads) == 2  # (one line, two reads)
+
+
+def test_the_known_values_limit_is_a_setting_refused_by_name_when_it_does_not_parse(tmp_path):
+    code = ("import torch, torch_simhpu\n"
+            "x = torch.tensor([2, 3], device='simhpu')\n"
+            "print('read', (x * x).tolist())\n")
+    phantom_env = dict(SIMHPU_DEVICE_PROFILE="h100-sxm", SIMHPU_EXECUTE="0")
+    known = run_python(code, tmp_path, **phantom_env)
+    assert known.returncode == 0 and "read [4, 9]" in known.stdout, known.stderr[-2000:]
+    none = run_python(code, tmp_path, **phantom_env, SIMHPU_PHANTOM_KNOWN_BYTES="0")
+    assert none.returncode == 0 and "read [0, 0]" in none.stdout, none.stderr[-2000:]
+    bad = run_python(code, tmp_path, **phantom_env, SIMHPU_PHANTOM_KNOWN_BYTES="lots")
+    assert bad.returncode != 0 and "SIMHPU_PHANTOM_KNOWN_BYTES must be an int >= 0" in bad.stderr

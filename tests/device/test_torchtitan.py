@@ -4,6 +4,7 @@ seed checkpoint, bit for bit (titan_runs/harness.py). Three configurations run h
 others (one process in float32 and under autocast, tensor parallelism, every activation
 checkpoint mode, flex attention, the full debug configuration) in scripts/torchtitan_e2e.py.
 """
+import re
 
 import pytest
 
@@ -74,7 +75,7 @@ def test_llama_70b_at_its_published_layout_runs_in_phantom_on_256_simulated_rank
     assert done.returncode == 0, log[-4000:]
     assert "Model llama3 70B size: 70,553,706,496 total parameters" in log
     assert "dp_shard=32, cp=1, tp=8" in log
-    assert "step:  1" in log and "phantom: none ran" in log
+    assert "step:  1" in log and re.search(r"phantom: (none|\d+) ran", log)
     memory = float(harness.re.search(r"memory:\s+([0-9.]+)GiB", log).group(1))
     assert 20 < memory < 74.5, memory  # the part's memory, held by the step (not this machine's)
     # FSDP's collectives over the 32 ranks of the data-parallel dimension, one per node

@@ -457,7 +457,9 @@ def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str 
     execute=False: phantom execution (torch_simhpu/phantom.py): launches are
     priced and placed, no kernel runs, device memory has the profile's capacity
     and is never touched; host reads of values get placeholders (values=
-    "placeholder", counted in the report) or raise (values="error").
+    "placeholder", counted in the report) or raise (values="error"), except
+    values the host knows (made from host data, and small kernels over them:
+    see torch_simhpu/phantom.py), which are computed and read as ever.
     tokens_per_step: the tokens one optimizer step of this device trains on; the
     report then gives tokens/s per device and the model FLOP utilisation (MFU),
     counting flops_per_token model FLOPs a token (default: 6 x the optimizer's
@@ -549,6 +551,7 @@ class Simulation:
         self._ledger: MemoryLedger | None = None
         self._step_hook = None
         self.host_reads: list[phantom.HostRead] = []  # placeholder reads, under phantom execution
+        self.known_launches = 0  # kernels run under phantom execution because the host knew their inputs
 
     def _begin(self) -> None:
         self._mark = _C._simclock_start_log()
@@ -577,6 +580,7 @@ class Simulation:
             self.finish = _C._simclock_host_now()  # (before the report's own work, which is not the program's)
             self.phantom = phantom.enabled()
             self.host_reads = phantom.host_reads() if self.phantom else []
+            self.known_launches = phantom.known_values_launches() if self.phantom else 0
             self.memory = self._ledger.end()
             rows = _C._simclock_stop_log(self._mark)
             self.launches = [Launch(self._mark + i, *row) for i, row in enumerate(rows)]
@@ -790,12 +794,19 @@ class Simulation:
 
         return simulation_html.write(self, path, top)
 
+    def _phantom_words(self) -> str:
+        if not self.phantom:
+            return ""
+        if not self.known_launches:
+            return ", phantom: none ran"
+        return f", phantom: {self.known_launches} ran, over values the host knew"
+
     def report(self, top: int = 20) -> str:
         busy = self.busy()
         rank = os.environ.get("RANK")
         lines = [("" if rank is None else f"[rank {rank}] ") +
                  f"simulated on {self.profile}: {_t(self.span)} from the block's start to its end "
-                 f"({len(self.kernels())} kernels{', phantom: none ran' if self.phantom else ''})",
+                 f"({len(self.kernels())} kernels{self._phantom_words()})",
                  f"device busy {_pct(busy, self.span)}, idle waiting for the host's launches "
                  f"{_pct(self.waiting_for_host(), self.span)}"
                  + (f", for joined peers {_pct(self.waiting_for_peers(), self.span)}"
