@@ -24,6 +24,10 @@ rank delays its peers. Opt-in:
 
 The same variables join the clocks of a world whose ranks all run (torchrun, execution on): each
 process's rank is then torchrun's RANK.
+
+Object collectives (send_object_list, broadcast_object_list, all_gather_object, ...) between
+simulated ranks take their objects through the joined processes' store
+(torch_simhpu/simulated_objects.py): pipeline stages exchange their shapes so.
 """
 from __future__ import annotations
 
@@ -67,6 +71,20 @@ def start(world_size: int, rank: int) -> None:
     joined = joined_ranks()
     if joined is not None:
         _join_clocks(rank, joined)
+    from torch_simhpu import simulated_objects
+
+    simulated_objects.install(rank, joined or [rank], _join_store() if joined is not None else None)
+
+
+def _join_store():
+    """A client of the store the joined processes share (SIMHPU_JOIN_STORE, checked by _join_clocks)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    host, _, port = os.environ[JOIN_STORE].strip().rpartition(":")
+    timeout = float(os.environ.get(JOIN_TIMEOUT, "300") or 300)
+    return dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=timeout))
 
 
 def parse_ranks(text: str, world_size: int | None = None, what: str = JOINED_RANKS) -> list[int]:

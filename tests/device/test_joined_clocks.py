@@ -5,6 +5,8 @@ Each process runs under phantom execution; the figures compared are simulated
 milliseconds the script measures with events."""
 import re
 
+import pytest
+
 from tests.helpers import run_python
 
 SCRIPT = r'''
@@ -158,3 +160,74 @@ def test_pytorch_pipelining_runs_with_the_stages_clocks_joined(tmp_path):
              for out, _ in outputs for r, busy, peers in re.findall(r"RANK (\d) BUSY (\S+) PEERS (\S+)", out)}
     busy, peers = found[1]
     assert peers > busy > 0  # stage 1 sat idle for stage 0's eight layers longer than it computed its one
+
+
+SCHEDULES = r'''
+import sys
+import torch, torch.distributed as dist
+from torch import nn
+import torch.distributed.pipelining as pp
+
+dist.init_process_group(device_id=torch.device("simhpu", 0))
+rank, world, dev = dist.get_rank(), dist.get_world_size(), torch.device("simhpu", 0)
+name = sys.argv[1]
+single = name in ("ScheduleGPipe", "Schedule1F1B")
+total = world * (1 if single else 2)
+indices = ([rank] if single else [rank, 2 * world - 1 - rank] if name in ("ScheduleZBVZeroBubble", "ScheduleDualPipeV")
+           else [rank, rank + world])
+# (stage 0 is four layers, the others one: the bubble is the slow first stage's)
+stages = [pp.PipelineStage(nn.Sequential(*[nn.Linear(256, 256) for _ in range(4 if i == 0 else 1)]).to(dev), i, total, dev)
+          for i in indices]
+schedule = getattr(pp, name)(stages[0] if single else stages, n_microbatches=4,
+                             loss_fn=lambda y, t: (y - t).square().mean())
+x, target = torch.randn(32, 256, device=dev), torch.randn(32, 256, device=dev)
+kwargs = dict(target=target, losses=[]) if total - 1 in indices else {}
+schedule.step(x, **kwargs) if 0 in indices else schedule.step(**kwargs)
+torch.simhpu.synchronize()
+print(f"STEPPED {rank}")
+dist.destroy_process_group()
+'''
+
+
+@pytest.mark.parametrize("schedule", ["ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
+                                      "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV"])
+def test_every_pytorch_pipeline_schedule_runs_under_phantom_execution_a_process_a_stage(tmp_path, schedule):
+    """Each of torch.distributed.pipelining's schedules, unchanged, two simulated ranks under phantom
+    execution with their clocks joined: the stages exchange their shapes as pickled objects (through
+    the joined processes' store: torch_simhpu/simulated_objects.py), and a stage waits for its peer."""
+    (tmp_path / "schedules.py").write_text(SCHEDULES)
+    code = ("import sys; from torch_simhpu.simulation import main; "
+            "sys.exit(main(['--profile', 'h100-sxm', '--world', '2', '--rank', '0,1', '--no-execute', "
+            f"'schedules.py', {schedule!r}]))")
+    out = run_python(code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "STEPPED 0" in out.stdout and "STEPPED 1" in out.stdout
+    idle = [float(x) for x in re.findall(r"for joined peers ([\d.]+)%", out.stdout)]
+    assert idle and max(idle) > 10, out.stdout[-3000:]  # (a stage sat idle for its peer: the schedule's bubble)
+
+
+OBJECTS = r'''
+import torch, torch.distributed as dist
+dist.init_process_group()
+rank = dist.get_rank()
+gathered = [None] * dist.get_world_size()
+dist.all_gather_object(gathered, {"rank": rank})
+print("GATHERED", [g["rank"] for g in gathered])
+box = [{"from": rank}]
+dist.broadcast_object_list(box, src=rank)  # (its own: known here)
+try:
+    dist.recv_object_list([None], src=3)
+except RuntimeError as error:
+    print("REFUSED", error)
+'''
+
+
+def test_object_collectives_of_a_rank_alone_answer_what_it_can_and_name_what_it_cannot(tmp_path):
+    (tmp_path / "objects.py").write_text(OBJECTS)
+    code = ("import sys; from torch_simhpu.simulation import main; "
+            "sys.exit(main(['--profile', 'h100-sxm', '--world', '4', '--rank', '2', '--no-execute', 'objects.py']))")
+    out = run_python(code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "GATHERED [2, 2, 2, 2]" in out.stdout  # (ranks no process plays: alike this one)
+    assert re.search(r"REFUSED torch\.distributed\.recv_object_list: rank 3's objects are unknown here: no process "
+                     r"plays it \(this one plays rank 2\)\. Play it too \(--rank 2,3\)", out.stdout), out.stdout[-2000:]
