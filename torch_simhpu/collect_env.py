@@ -33,6 +33,7 @@ SETTINGS = {
     "SIMHPU_SIMULATED_HOST_TIME": "modelled (default) or measured: whether simulated time adds the program's own host time as measured here",
     "SIMHPU_EXECUTE": "0: phantom execution, nothing runs (needs SIMHPU_DEVICE_PROFILE)",
     "SIMHPU_PHANTOM_VALUES": "placeholder or error: what a host read of a device value gives under phantom execution",
+    "SIMHPU_PHANTOM_ROUTING": "balanced, zipf:S or a histogram file: how a router's tokens spread over its experts under phantom execution",
     "SIMHPU_PHANTOM_KNOWN_BYTES": "the most device memory a kernel may hold and still run under phantom execution because the host knows its inputs (default 1 MiB)",
     "SIMHPU_SIMULATED_WORLD": "the world size this process simulates (phantom execution of one rank)",
     "SIMHPU_SIMULATED_RANK": "the rank this process plays in SIMHPU_SIMULATED_WORLD",

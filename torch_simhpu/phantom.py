@@ -25,7 +25,17 @@ holds at most SIMHPU_PHANTOM_KNOWN_BYTES of device memory (1 MiB by default; 0:
 none) runs as ever, and a read of what it wrote is the truth, not a placeholder,
 and not counted. So a pipeline schedule's shapes, split sizes the program computed,
 a mask over arange, run unchanged; a kernel over anything else (a model's weights
-made by a large init, activations) does not run, and what it writes is unknown. Build large models on the meta device and move them with
+made by a large init, activations) does not run, and what it writes is unknown.
+
+Routing you state. A mixture-of-experts router counts its tokens per expert
+(torch.histc) over values nobody knows; under phantom execution that histogram is
+SIMHPU_PHANTOM_ROUTING's distribution of the tokens counted, and known from then on,
+so split sizes, offsets and what a grouped GEMM or an all_to_all moves follow from
+it: "balanced" (the default: as even as whole tokens allow), "zipf:S" (expert i
+gets a share proportional to 1/(i+1)^S: S=0 is balanced, S=1.2 a strong skew), or
+the path of a JSON file holding a real run's histogram (a list of counts, one an
+expert, or {"counts": [...]}: the model must have as many experts). The report
+names the setting. Build large models on the meta device and move them with
 to_empty(device="simhpu"): initialising them is launches like any other. When the
 block ends the device takes back the capacity it had, unless tensors made in the
 block are still alive (then it keeps the part's until the process ends).
@@ -59,6 +69,7 @@ def start(profile: dict, values: str = "placeholder", keep_capacity: bool = Fals
     if values not in VALUES:
         raise ValueError(f"torch.simhpu.simulate: values must be 'placeholder' or 'error', got {values!r}")
     known_bytes = known_bytes_from_environment()
+    _C._phantom_set_routing(*routing_from_environment())
     global _capacity_before
     if not keep_capacity:
         before = _C._memory_limit()
@@ -120,6 +131,46 @@ def known_bytes_from_environment() -> int:
     if limit < 0:
         raise ValueError(f"SIMHPU_PHANTOM_KNOWN_BYTES must be an int >= 0 (bytes), got {value!r}")
     return limit
+
+
+def routing_from_environment() -> tuple[int, float, list[float], str]:
+    """SIMHPU_PHANTOM_ROUTING, parsed: (kind, Zipf exponent, histogram, the setting as given); a
+    setting that does not parse, or a histogram file that is not one, is refused by name."""
+    setting = os.environ.get("SIMHPU_PHANTOM_ROUTING", "").strip() or "balanced"
+    expected = ('"balanced", "zipf:S" with S a number >= 0, or the path of a JSON file with a list of '
+                'counts, one an expert (or {"counts": [...]})')
+    if setting == "balanced":
+        return 0, 0.0, [], setting
+    if setting.startswith("zipf:"):
+        try:
+            exponent = float(setting[len("zipf:"):])
+        except ValueError:
+            exponent = -1.0
+        if not 0 <= exponent < 100:
+            raise ValueError(f"SIMHPU_PHANTOM_ROUTING={setting!r}: expected {expected}")
+        return 1, exponent, [], setting
+    import json
+
+    try:
+        with open(setting) as file:
+            data = json.load(file)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"SIMHPU_PHANTOM_ROUTING={setting!r}: expected {expected} ({error})") from None
+    counts = data.get("counts") if isinstance(data, dict) else data
+    if (not isinstance(counts, list) or not counts or sum(c for c in counts if isinstance(c, (int, float))) <= 0
+            or not all(isinstance(c, (int, float)) and not isinstance(c, bool) and c >= 0 for c in counts)):
+        raise ValueError(f"SIMHPU_PHANTOM_ROUTING={setting!r}: expected {expected}: the file holds no such list")
+    return 2, 0.0, [float(c) for c in counts], setting
+
+
+def routing_setting() -> str:
+    """The routing distribution phantom execution gives a router's histogram (SIMHPU_PHANTOM_ROUTING)."""
+    return os.environ.get("SIMHPU_PHANTOM_ROUTING", "").strip() or "balanced"
+
+
+def routed_histograms() -> int:
+    """How many router histograms phantom execution gave the routing distribution."""
+    return _C._phantom_routed_histograms()
 
 
 def execution_off_in_environment() -> bool:

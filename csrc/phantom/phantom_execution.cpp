@@ -9,7 +9,12 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <ATen/ops/tensor.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <string_view>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -30,7 +35,38 @@ struct State {
   // storage's memory starts its block).
   std::unordered_set<const void*> known;
   int64_t known_launches = 0;
+  Routing routing;
+  int64_t routed = 0;
 };
+
+bool is_router_histogram(const LaunchRecord& record) {
+  return std::string_view(record.op_name).rfind("aten::histc", 0) == 0;
+}
+
+// The integer counts `routing` gives `total` tokens over `bins` experts: the
+// largest remainders rounded up, so they add up to the total.
+std::vector<double> routed_counts(const Routing& routing, int64_t total, int64_t bins) {
+  std::vector<double> share(static_cast<size_t>(bins), 1.0);
+  if (routing.kind == Routing::Kind::Zipf) {
+    for (int64_t i = 0; i < bins; ++i) share[i] = 1.0 / std::pow(static_cast<double>(i + 1), routing.exponent);
+  } else if (routing.kind == Routing::Kind::Histogram) {
+    share = routing.weights;
+  }
+  double sum = 0;
+  for (double w : share) sum += w;
+  std::vector<double> counts(share.size());
+  std::vector<std::pair<double, size_t>> remainders;
+  int64_t given = 0;
+  for (size_t i = 0; i < share.size(); ++i) {
+    const double exact = sum > 0 ? static_cast<double>(total) * share[i] / sum : 0.0;
+    counts[i] = std::floor(exact);
+    given += static_cast<int64_t>(counts[i]);
+    remainders.emplace_back(exact - counts[i], i);
+  }
+  std::sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t k = 0; given < total && k < remainders.size(); ++k, ++given) counts[remainders[k].second] += 1;
+  return counts;
+}
 
 const void* key_of(const c10::Storage& storage) {
   return host_address(storage.device().index(), storage.data());
@@ -67,9 +103,22 @@ class PhantomLens final : public RuntimeObserver {
     return static_cast<int64_t>(t.storage().nbytes()) <= s.known_bytes && s.known.count(key_of(t.storage())) > 0;
   }
 
+  void on_launch(LaunchRecord& record, const c10::Stream&, const LaunchWork*, bool) override {
+    if (record.kind != LaunchRecord::Kind::Kernel || !is_router_histogram(record)) return;
+    const DeviceTensor* out = histogram_output(record);
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    TORCH_CHECK(out == nullptr || s.routing.kind != Routing::Kind::Histogram ||
+                    static_cast<int64_t>(s.routing.weights.size()) == out->numel(),
+                record.op_name, ": SIMHPU_PHANTOM_ROUTING=", s.routing.setting, " gives a histogram of ",
+                s.routing.weights.size(), " experts, but the router counts its tokens into ",
+                out == nullptr ? 0 : out->numel(), " bins. Give a histogram of as many experts as the model has.");
+  }
+
   bool computes_launch(const LaunchRecord& record) override {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
+    if (is_router_histogram(record) && give_routed_histogram(s, record)) return false;
     // (a kernel that does more than write memory - a collective, a graph's replay - is never run)
     bool run = record.kernel->settle == nullptr && !record.keep_alive.empty();
     int64_t bytes = 0;
@@ -90,6 +139,38 @@ class PhantomLens final : public RuntimeObserver {
     }
     if (run) ++s.known_launches;
     return run;
+  }
+
+  // A router's histogram over tokens nobody knows (its input unknown): the
+  // routing distribution's counts of its input's elements, written where it
+  // would write them, and known. False where the input is known (it runs).
+  static bool give_routed_histogram(State& s, const LaunchRecord& record) {
+    const DeviceTensor* in = nullptr;
+    for (const KernelArg& arg : record.args) {
+      if (const auto* t = std::get_if<DeviceTensor>(&arg); t != nullptr && t->dtype != c10::ScalarType::Undefined) {
+        in = t;
+        break;
+      }
+    }
+    const DeviceTensor* out = histogram_output(record);
+    if (in == nullptr || out == nullptr || out == in || in->storage_slot < 0) return false;
+    if (s.known.count(key_of(record.keep_alive[in->storage_slot])) > 0) return false;
+    const std::vector<double> counts = routed_counts(s.routing, in->numel(), out->numel());
+    out->cpu_view().copy_(at::tensor(counts, at::TensorOptions().dtype(at::kDouble)).view(out->cpu_view().sizes()));
+    s.known.insert(key_of(record.keep_alive[out->storage_slot]));
+    ++s.routed;
+    return true;
+  }
+
+  static const DeviceTensor* histogram_output(const LaunchRecord& record) {
+    for (const KernelArg& arg : record.args) {
+      const auto* t = std::get_if<DeviceTensor>(&arg);
+      if (t != nullptr && t->storage_slot >= 0 && record.written_storages != 0 &&
+          record.may_write(static_cast<size_t>(t->storage_slot))) {
+        return t;
+      }
+    }
+    return nullptr;
   }
 
   void on_host_read(const at::Tensor& device_source, const at::Tensor& host_destination, const char* op) override {
@@ -169,6 +250,19 @@ void clear_host_reads() {
   s.reads.clear();
   s.read_at.clear();
   s.known_launches = 0;
+  s.routed = 0;
+}
+
+void set_routing(Routing routing) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.routing = std::move(routing);
+}
+
+int64_t routed_histograms() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.routed;
 }
 
 int64_t known_launches() {

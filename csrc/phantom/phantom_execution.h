@@ -55,4 +55,19 @@ void clear_host_reads();
 // Kernels run since the last clear because their values were known.
 int64_t known_launches();
 
+// How a router's tokens spread over its experts, where the program counts them
+// (torch.histc) over values nobody knows: the histogram is this distribution's
+// of the tokens counted, and known from then on (split sizes, offsets, an
+// all_to_all's sizes follow from it).
+struct Routing {
+  enum class Kind : int { Balanced = 0, Zipf = 1, Histogram = 2 };
+  Kind kind = Kind::Balanced;
+  double exponent = 0;          // Zipf: expert i gets a share proportional to 1 / (i + 1)^exponent
+  std::vector<double> weights;  // Histogram: each expert's share (as a real run counted them)
+  std::string setting = "balanced";  // as the user gave it, for messages
+};
+void set_routing(Routing routing);
+// Router histograms given the routing distribution since the last clear.
+int64_t routed_histograms();
+
 } // namespace simhpu::phantom

@@ -3,6 +3,8 @@
 #include "phantom/phantom_execution.h"
 #include "runtime/allocator.h"
 
+#include <pybind11/stl.h>
+
 namespace py = pybind11;
 
 namespace simhpu {
@@ -15,6 +17,11 @@ void bind_phantom(py::module_& m) {
       },
       py::arg("on"), py::arg("values"), py::arg("known_bytes") = phantom::kDefaultKnownBytes);
   m.def("_phantom_known_launches", &phantom::known_launches);
+  m.def("_phantom_set_routing", [](int kind, double exponent, std::vector<double> weights, std::string setting) {
+    phantom::set_routing(phantom::Routing{static_cast<phantom::Routing::Kind>(kind), exponent, std::move(weights),
+                                          std::move(setting)});
+  });
+  m.def("_phantom_routed_histograms", &phantom::routed_histograms);
   m.def("_phantom_enabled", &phantom::enabled);
   m.def("_phantom_host_reads", [] {
     py::list out;

@@ -285,3 +285,57 @@ def test_the_known_values_limit_is_a_setting_refused_by_name_when_it_does_not_pa
     assert none.returncode == 0 and "read [0, 0]" in none.stdout, none.stderr[-2000:]
     bad = run_python(code, tmp_path, **phantom_env, SIMHPU_PHANTOM_KNOWN_BYTES="lots")
     assert bad.returncode != 0 and "SIMHPU_PHANTOM_KNOWN_BYTES must be an int >= 0" in bad.stderr
+
+
+_ROUTER = torch.nn.Linear(64, 8).to(D)  # (made before any phantom block: its values are unknown there)
+
+
+def _routed_sizes():
+    """A mixture-of-experts layer's split sizes under phantom execution, and its experts' GEMMs' rows."""
+    experts = [torch.nn.Linear(64, 64).to(D) for _ in range(8)]
+    with phantom() as sim:
+        x = torch.randn(512, 64, device=D)
+        chosen = _ROUTER(x).topk(2, dim=-1).indices.flatten()
+        sizes = torch.histc(chosen.float(), bins=8, min=0, max=8).long().tolist()
+        pieces = x.repeat_interleave(2, 0)[chosen.argsort()].split(sizes)
+        for expert, piece in zip(experts, pieces):
+            expert(piece)
+    rows = [round(k.flops / (2 * 64 * 64)) for k in sim.kernels() if k.op.startswith("aten::addmm")][-8:]
+    return sizes, rows, sim
+
+
+def test_a_routers_histogram_over_unknown_tokens_is_the_stated_routing(monkeypatch, tmp_path):
+    sizes, rows, sim = _routed_sizes()
+    assert sizes == [128] * 8 and rows == sizes  # balanced, by default: the experts' GEMMs follow
+    assert "routing (SIMHPU_PHANTOM_ROUTING): balanced, given to 1 router histogram" in sim.report()
+    monkeypatch.setenv("SIMHPU_PHANTOM_ROUTING", "zipf:1.2")
+    sizes, rows, _ = _routed_sizes()
+    assert sum(sizes) == 1024 and sizes == sorted(sizes, reverse=True) and sizes[0] > 3 * sizes[-1] and rows == sizes
+    real_run = tmp_path / "histogram.json"
+    real_run.write_text(json.dumps({"counts": [0, 0, 10, 25, 0, 0, 65, 0]}))
+    monkeypatch.setenv("SIMHPU_PHANTOM_ROUTING", str(real_run))
+    sizes, rows, _ = _routed_sizes()
+    assert sizes == [0, 0, 102, 256, 0, 0, 666, 0]  # (1,024 tokens: the largest remainder rounded up)
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("zipf:steep", r"SIMHPU_PHANTOM_ROUTING='zipf:steep': expected \"balanced\", \"zipf:S\""),
+    ("/no/such/histogram.json", r"SIMHPU_PHANTOM_ROUTING='/no/such/histogram.json': expected .*No such file"),
+])
+def test_a_routing_setting_that_does_not_parse_is_refused_by_name_before_any_launch(monkeypatch, setting, message):
+    monkeypatch.setenv("SIMHPU_PHANTOM_ROUTING", setting)
+    with pytest.raises(ValueError, match=message):
+        with phantom():
+            pass
+    assert not _C._phantom_enabled()
+
+
+def test_a_histogram_of_other_experts_than_the_models_is_refused_naming_both(monkeypatch, tmp_path):
+    real_run = tmp_path / "histogram.json"
+    real_run.write_text("[1, 2, 3, 4]")
+    monkeypatch.setenv("SIMHPU_PHANTOM_ROUTING", str(real_run))
+    with pytest.raises(RuntimeError, match=r"aten::histc: SIMHPU_PHANTOM_ROUTING=.*histogram.json gives a histogram "
+                                           r"of 4 experts, but the router counts its tokens into 8 bins"):
+        _routed_sizes()
+    assert not _C._phantom_enabled()
+    torch.testing.assert_close((torch.ones(2, device=D) * 3).cpu(), torch.full((2,), 3.0))  # the device is usable

@@ -552,6 +552,7 @@ class Simulation:
         self._step_hook = None
         self.host_reads: list[phantom.HostRead] = []  # placeholder reads, under phantom execution
         self.known_launches = 0  # kernels run under phantom execution because the host knew their inputs
+        self.routed_histograms = 0  # router histograms given SIMHPU_PHANTOM_ROUTING's distribution
 
     def _begin(self) -> None:
         self._mark = _C._simclock_start_log()
@@ -581,6 +582,7 @@ class Simulation:
             self.phantom = phantom.enabled()
             self.host_reads = phantom.host_reads() if self.phantom else []
             self.known_launches = phantom.known_values_launches() if self.phantom else 0
+            self.routed_histograms = phantom.routed_histograms() if self.phantom else 0
             self.memory = self._ledger.end()
             rows = _C._simclock_stop_log(self._mark)
             self.launches = [Launch(self._mark + i, *row) for i, row in enumerate(rows)]
@@ -849,6 +851,9 @@ class Simulation:
                           " what the program did with them is not what it would do with the real values:"]
             for r in sorted(self.host_reads, key=lambda r: -r.count)[:top]:
                 lines.append(f"  {r.file}:{r.line} {r.op} x{r.count}")
+        if self.routed_histograms:
+            lines += ["", f"routing (SIMHPU_PHANTOM_ROUTING): {phantom.routing_setting()}, given to "
+                          f"{self.routed_histograms} router histogram(s) over tokens no value of which was computed"]
         return "\n".join(lines)
 
 
