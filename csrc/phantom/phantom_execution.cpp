@@ -63,7 +63,7 @@ std::vector<double> routed_counts(const Routing& routing, int64_t total, int64_t
     given += static_cast<int64_t>(counts[i]);
     remainders.emplace_back(exact - counts[i], i);
   }
-  std::sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t k = 0; given < total && k < remainders.size(); ++k, ++given) counts[remainders[k].second] += 1;
   return counts;
 }
@@ -77,6 +77,14 @@ State& state() {
   return *s;
 }
 
+// f(the state), under its lock.
+template <typename F>
+auto locked(F&& f) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return f(s);
+}
+
 constexpr const char* kWhat = "phantom execution (torch.simhpu.simulate(execute=False) or SIMHPU_EXECUTE=0)";
 
 class PhantomLens final : public RuntimeObserver {
@@ -86,7 +94,8 @@ class PhantomLens final : public RuntimeObserver {
   bool computes_values() const override { return false; }
 
   std::string context_note() const override {
-    return " (" + std::string(kWhat) + " was on: no kernel ran, and the device has the part's capacity)";
+    return " (" + std::string(kWhat) + " was on: no kernel ran but those over values the host knew, and the device "
+           "has the part's capacity)";
   }
 
   void on_allocate(const c10::Stream&, const void* host_address, size_t) override {
@@ -239,36 +248,28 @@ bool enabled() {
 }
 
 std::vector<HostRead> host_reads() {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  return s.reads;
+  return locked([](State& s) { return s.reads; });
 }
 
 void clear_host_reads() {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.reads.clear();
-  s.read_at.clear();
-  s.known_launches = 0;
-  s.routed = 0;
+  locked([](State& s) {
+    s.reads.clear();
+    s.read_at.clear();
+    s.known_launches = 0;
+    s.routed = 0;
+  });
 }
 
 void set_routing(Routing routing) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.routing = std::move(routing);
+  locked([&](State& s) { s.routing = std::move(routing); });
 }
 
 int64_t routed_histograms() {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  return s.routed;
+  return locked([](State& s) { return s.routed; });
 }
 
 int64_t known_launches() {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  return s.known_launches;
+  return locked([](State& s) { return s.known_launches; });
 }
 
 } // namespace simhpu::phantom
