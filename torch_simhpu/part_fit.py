@@ -484,7 +484,8 @@ def _floor(profile: dict, cls: str, small: list[dict], host_per_call) -> float:
         if result["priced"] is not None and result["priced"] - host_per_call(result["row"]) < kernel:
             candidates.append(kernel)
     entry["floor"] = before
-    return max(0.0, min(candidates)) if candidates else 0.0
+    # (at most what a profile may state: a host's descheduled call is not a kernel's least time)
+    return min(1e-3, max(0.0, min(candidates))) if candidates else 0.0
 
 
 def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict]) -> tuple[float, float] | None:

@@ -113,6 +113,12 @@ def _give_device_the_capacity_of(profile: dict) -> None:
             "SIMHPU_MEMORY_LIMIT to the part's capacity.")
 
 
+def forget_values(tensor) -> None:
+    """Marks a device tensor's values unknown to phantom execution (a stand-in for values it does not
+    have: torch.simhpu.price's arguments), though its memory is fresh."""
+    _C._phantom_forget_values(tensor)
+
+
 def known_values_launches() -> int:
     """How many kernels ran under phantom execution because their inputs' values were known."""
     return _C._phantom_known_launches()

@@ -148,4 +148,5 @@ def _stand_in(value):
     if not isinstance(value, torch.Tensor):
         return value
     stand_in = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="simhpu")
+    phantom.forget_values(stand_in)  # (the caller's values, which phantom execution does not know)
     return stand_in.requires_grad_(value.requires_grad) if value.is_leaf else stand_in

@@ -260,6 +260,11 @@ void clear_host_reads() {
   });
 }
 
+void forget_values(const at::Tensor& t) {
+  if (!t.defined() || !t.is_privateuseone() || !t.has_storage()) return;
+  locked([&](State& s) { s.known.erase(key_of(t.storage())); });
+}
+
 void set_routing(Routing routing) {
   locked([&](State& s) { s.routing = std::move(routing); });
 }

@@ -24,6 +24,10 @@
 #include <string>
 #include <vector>
 
+namespace at {
+class Tensor;
+} // namespace at
+
 namespace simhpu::phantom {
 
 // The most device memory a kernel may hold and still run because its values are known.
@@ -52,6 +56,8 @@ struct HostRead {
 // The reads since the last clear, in the order their lines first read.
 std::vector<HostRead> host_reads();
 void clear_host_reads();
+// Makes `t`'s memory unknown (a stand-in for values phantom execution does not have).
+void forget_values(const at::Tensor& t);
 // Kernels run since the last clear because their values were known.
 int64_t known_launches();
 
