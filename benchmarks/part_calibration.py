@@ -90,7 +90,7 @@ def fitted_profile(rows: list[dict], log=print) -> tuple[dict, list[str], list[d
     notes += [f"{n} (host rows of {HOST_MACHINE.name})" for n in host_notes if n.startswith("host time")]
     path, member = FAMILY
     notes += [f"{n} (with {path.name})" for n in part_fit.fit_family(
-        profile, fit_rows, json.loads(path.read_text())["rows"], lambda p: _raw_member(p, member), log=log)]
+        profile, fit_rows, json.loads(path.read_text())["rows"], lambda p: _raw_member(p, member))]
     return profile, notes, fit_rows, held
 
 

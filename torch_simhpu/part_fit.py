@@ -418,7 +418,7 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
     return profile, notes
 
 
-def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member, log=print) -> list[str]:
+def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member) -> list[str]:
     """Each memory class's traffic and rate, on two parts of one family at once (in place): `rows`
     timed on `profile`'s part, `member_rows` on a part that shares its die and differs in memory
     (`member(profile)`: its profile, as it inherits this one). One part's rows cannot tell memory
@@ -495,10 +495,7 @@ def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict]) -> tuple[fl
     measured = rest + bytes x traffic + rows x row_step, both >= 0. A class with rows of one
     shape only keeps its row step and fits its traffic alone."""
     def priced_with(traffic: float, row_step: float) -> list[dict]:
-        trial = copy.deepcopy(profile)
-        trial.setdefault("memory_classes", {})[cls] = dict(trial["memory_classes"].get(cls, {}),
-                                                           traffic=traffic, row_step=row_step)
-        return evaluate(rows, trial)
+        return evaluate(rows, _with_class(profile, cls, traffic=traffic, row_step=row_step))
     plain, doubled, stepped = priced_with(1.0, 0.0), priced_with(2.0, 0.0), priced_with(1.0, 1e-9)
     points = []  # (rest, bytes' time at traffic 1, rows in a chain, measured)
     for a, b, c in zip(plain, doubled, stepped):
