@@ -19,6 +19,10 @@ requirements=requirements.txt
 "$VENV/bin/python" -m pip install --quiet --no-deps dist/torch_simhpu-*.whl
 echo "installed $(ls dist/torch_simhpu-*.whl) into $VENV"
 
+# torch_npu's face (compat/torch_npu, pure Python; docs/torch_npu.md): Ascend code runs on the
+# device, named "npu" in the processes that import it. Its dependencies are the ones above.
+"$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation ./compat/torch_npu
+
 # The test suite also runs the operator packages under examples/, each built
 # the way its README says: its own `python setup.py bdist_wheel`, against the
 # torch_simhpu just installed, then installed. Each builds in a copy under

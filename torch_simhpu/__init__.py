@@ -1,7 +1,8 @@
 """torch_simhpu: a simulated accelerator for PyTorch, device type "simhpu".
 
 Importing the package registers the device with PyTorch (PrivateUse1 renamed to
-"simhpu", the torch.simhpu module, Tensor.simhpu() and friends) and exposes the
+"simhpu", the torch.simhpu module, Tensor.simhpu() and friends; "npu" for code written
+against torch_npu, torch_simhpu._device_name) and exposes the
 operators declared in op_plugin_functions.yaml as torch_simhpu.npu_*.
 """
 
@@ -30,6 +31,7 @@ if not _glob.glob(_os.path.join(_os.path.dirname(__file__), "_C*.so")):
 # The release and, as a local label, the hash of the sources it was built from.
 __version__ = importlib.metadata.version("torch_simhpu")
 
+from torch_simhpu import _device_name  # noqa: E402,F401  (first: the device's name is chosen as torch is imported)
 from torch_simhpu import _C  # noqa: E402
 from torch_simhpu import _device_registration
 from torch_simhpu import device

@@ -1,4 +1,4 @@
-"""Makes PyTorch know the device as "simhpu" (done once, at import)."""
+"""Makes PyTorch know the device as "simhpu", or "npu" (torch_simhpu._device_name), once, at import."""
 import atexit
 import os
 import sys
@@ -6,8 +6,7 @@ import sys
 import torch
 
 from torch_simhpu import _C, device
-
-DEVICE_TYPE = "simhpu"
+from torch_simhpu._device_name import DEVICE_TYPE
 
 
 def register() -> None:
@@ -15,6 +14,11 @@ def register() -> None:
     device.simulation.simulated_ranks._start_from_environment()
     torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
     torch._register_device_module(DEVICE_TYPE, device)
+    if DEVICE_TYPE != "simhpu":
+        # The simulator's own API (simulate, price, sanitizer) keeps its documented name whatever
+        # the device is called; torch.npu is the same module until torch_npu extends it.
+        torch.simhpu = device
+        sys.modules["torch.simhpu"] = device
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     atexit.register(_drain_at_exit)

@@ -15,9 +15,7 @@ import sys
 
 import torch
 from torch._C import DispatchKey
-
-DEVICE_TYPE = "simhpu"
-
+from torch_simhpu._device_name import DEVICE_TYPE
 
 
 def install() -> None:

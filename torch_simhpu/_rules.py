@@ -1,6 +1,7 @@
 """Shape checks and output shapes for the generated fake kernels: the Python
 twin of csrc/aten/op_rules.h, with the same messages."""
 from __future__ import annotations
+from torch_simhpu._device_name import DEVICE_TYPE
 
 
 def promote_types(tensors: list):
@@ -30,9 +31,9 @@ def check_device(op: str, arg: str, t, first=None) -> None:
         for i, item in enumerate(t):
             check_device(op, f"{arg}[{i}]", item, first)
         return
-    if t.device.type != "simhpu":
+    if t.device.type != DEVICE_TYPE:
         raise RuntimeError(f"{op}: expected argument '{arg}' on a simhpu device, but it is on {t.device}; "
-                           f"move it with .to('simhpu')")
+                           f"move it with .to('{DEVICE_TYPE}')")
     if first is not None and t.device != first.device:
         raise RuntimeError(f"{op}: expected all tensors on one device, but argument '{arg}' is on {t.device} "
                            f"and the first tensor on {first.device}")

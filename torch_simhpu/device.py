@@ -19,6 +19,7 @@ from torch_simhpu.simulation import profiles, set_profile, simulate  # noqa: F40
 from torch_simhpu.pricing import price, price_collective  # noqa: F401
 from torch_simhpu.routes import OpRoutes, fallback, get_fallback, op_routes, set_fallback  # noqa: F401
 from torch_simhpu.streams import _device, Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
+from torch_simhpu._device_name import DEVICE_TYPE
 
 
 def _index(device) -> int:
@@ -188,7 +189,7 @@ def get_gencode_flags() -> str:
 
 def get_arch_list() -> list[str]:
     """The architectures the library's kernels were built for: the host's, which runs them."""
-    return ["simhpu"]
+    return [DEVICE_TYPE]
 
 
 def can_device_access_peer(device, peer_device) -> bool:
@@ -335,7 +336,7 @@ class device_of(device):  # noqa: N801 - the name torch.cuda uses
     """Context manager that makes the device of tensor `obj` current (no change for a CPU tensor)."""
 
     def __init__(self, obj):
-        self.index = obj.get_device() if obj.device.type == "simhpu" else -1
+        self.index = obj.get_device() if obj.device.type == DEVICE_TYPE else -1
         self.previous = -1
 
     def __enter__(self):

@@ -14,6 +14,7 @@ Collectives are device work on a communication stream of their group's
 from __future__ import annotations
 
 import torch.distributed as dist
+from torch_simhpu._device_name import DEVICE_TYPE
 
 try:  # (what an absent peer is: a transport that completes at once, having moved nothing)
     from torch._C._distributed_c10d import FakeProcessGroup
@@ -40,4 +41,4 @@ def register() -> None:
         return  # a torch built without distributed or gloo: nothing to build on
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["simhpu", "cpu"])
+    dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=[DEVICE_TYPE, "cpu"])

@@ -13,6 +13,7 @@ import sys
 
 from torch_simhpu import _C
 from torch_simhpu.streams import _device
+from torch_simhpu._device_name import DEVICE_TYPE
 
 
 def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "python",
@@ -100,7 +101,7 @@ def _format_bytes(n: int) -> str:
 def _memory_summary(stats: dict, device: int, abbreviated: bool = False) -> str:
     """A table of the allocator's statistics, read as torch.cuda.memory_summary's is."""
     columns = ("current", "peak", "allocated", "freed")
-    lines = [f"simhpu:{device} memory summary (caching allocator; one block per segment)",
+    lines = [f"{DEVICE_TYPE}:{device} memory summary (caching allocator; one block per segment)",
              f"{'Metric':<24}" + "".join(f"{c:>16}" for c in columns)]
     pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
     for title, key, in_bytes in _SUMMARY_ROWS:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from torch_simhpu import _C
+from torch_simhpu._device_name import DEVICE_TYPE
 
 PARAMETERS, GRADIENTS, OPTIMIZER_STATE = "parameters", "gradients", "optimizer state"
 COMMUNICATION, ACTIVATIONS = "communication buffers", "activations and temporaries"
@@ -61,7 +62,7 @@ def _storage_pointer(t) -> int | None:
     if not isinstance(t, torch.Tensor):
         return None
     t = _local(t)
-    if t.device.type != "simhpu" or t.untyped_storage().nbytes() == 0:
+    if t.device.type != DEVICE_TYPE or t.untyped_storage().nbytes() == 0:
         return None
     return t.untyped_storage().data_ptr()
 

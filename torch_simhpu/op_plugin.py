@@ -36,6 +36,7 @@ class LoadedOpPlugin:
     provided: list[str] = field(default_factory=list)  # already simhpu's own (its YAML's), same schema
     clashes: list[str] = field(default_factory=list)  # simhpu's own under the name, with another schema
     simulated: list[str] = field(default_factory=list)  # official entries run as simulated ACLNN kernels
+    referenced: list[str] = field(default_factory=list)  # custom operators given their reference as kernel
     official: int = 0  # aten operators the file names: simhpu runs them all already
 
     def __str__(self) -> str:
@@ -46,11 +47,18 @@ class LoadedOpPlugin:
                    if self.clashes else "")
                 + f", {self.official} official entries (aten operators, which run on simhpu already"
                 + (f"; {len(self.simulated)} of them as simulated ACLNN kernels, their rules checked on each call"
-                   if self.simulated else "") + ")")
+                   if self.simulated else "") + ")"
+                + (f"; {len(self.referenced)} custom operators run by their references" if self.referenced else ""))
 
 
-def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_aclnn: bool = False) -> LoadedOpPlugin:
+def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_aclnn: bool = False,
+                   references: str | os.PathLike | None = None, helpers: dict | None = None) -> LoadedOpPlugin:
     """Registers the custom operators of an op-plugin op_plugin_functions.yaml (module doc).
+
+    references: a references file (torch_simhpu.op_plugin_references): an operator it has runs its
+    reference in place of the missing torch_npu kernel, with the entry's gen_opapi rules checked at
+    each call; its schema must be the entry's. Its operators the YAML does not declare are defined
+    too. helpers: the names its expressions may use besides the arguments and torch.
 
     simulate_aclnn: also run each functional official entry with readable gen_opapi rules as a
     simulated ACLNN kernel, in place of simhpu's own kernel for that aten operator for the rest of
@@ -68,6 +76,10 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_
                          "simhpu's own YAML is built into a wheel instead (docs/own_ops.md)")
     report = load_dialect(doc, path, problems) if doc is not None else None
     problems.raise_if_any()
+    from torch_simhpu import op_plugin_references
+
+    helpers = dict(helpers or {})
+    referenced = op_plugin_references.read_references(references, helpers) if references is not None else {}
     loaded = LoadedOpPlugin(path, report.version)
     library = torch.library.Library(namespace, "FRAGMENT")
     _libraries.append(library)
@@ -91,6 +103,16 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_
             (loaded.provided if same else loaded.clashes).append(name)
             continue
         tags = tuple(getattr(torch.Tag, t) for t in entry.tags if hasattr(torch.Tag, t))
+        reference = referenced.pop(name, None)
+        if reference is not None:
+            if str(reference.schema) != str(entry.schema):
+                raise ValueError(f"{reference.where}: {name}'s schema is not the one {path}:{entry.line} declares "
+                                 f"({entry.schema}): repeat it as it is there")
+            library.define(str(entry.schema), tags=tags)
+            op_plugin_references.register(library, reference, namespace, helpers, define=False,
+                                          rules=_readable_rules(entry), rules_where=f"{path}:{entry.line}")
+            loaded.referenced.append(name)
+            continue
         library.define(str(entry.schema), tags=tags)
         kernel = entry.gen_opapi.kernel if entry.gen_opapi is not None and entry.gen_opapi.kernel else None
         library.impl(name, _missing_kernel(f"{namespace}::{name}", kernel, path, entry.line), "PrivateUse1")
@@ -99,6 +121,11 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_
             torch.library.register_fake(f"{namespace}::{name}", fake, lib=library)
             loaded.with_fake.append(name)
         loaded.defined.append(name)
+    for name, reference in referenced.items():  # the references' operators this YAML does not declare
+        base, _, overload = name.partition(".")
+        if _defined(namespace_ops, base, overload or "default") is None:
+            op_plugin_references.register(library, reference, namespace, helpers, define=True)
+            loaded.referenced.append(name)
     return loaded
 
 

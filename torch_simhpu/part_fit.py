@@ -31,6 +31,7 @@ import torch
 
 from torch_simhpu import _C, part_measure
 from torch_simhpu.simulation import kernel_choice, load_profile, simulate
+from torch_simhpu._device_name import DEVICE_TYPE
 
 # Which memory class decides a memory-bound call's time (the class whose traffic the row fits).
 CALL_CLASS = {
@@ -105,8 +106,8 @@ def priced_seconds(case: dict, profile) -> float:
     timing = case.get("timing", "")
     with _phantom(profile):
         if case["kind"] == "launch":
-            x = torch.zeros(1, device="simhpu")
-            call = (part_measure.build(case, "simhpu") if case["call"] != part_measure.LAUNCH_HOST
+            x = torch.zeros(1, device=DEVICE_TYPE)
+            call = (part_measure.build(case, DEVICE_TYPE) if case["call"] != part_measure.LAUNCH_HOST
                     else lambda: x.add_(1))
             call()  # (an optimizer's state made, as the part's loop had it)
             torch.simhpu.synchronize()
@@ -123,7 +124,7 @@ def priced_seconds(case: dict, profile) -> float:
                 return sum(r[16] - r[15] for r in rows if r[6] != "marker") / calls
             return host
         with part_measure._settings(case):
-            fn = part_measure.build(case, "simhpu")
+            fn = part_measure.build(case, DEVICE_TYPE)
             fn()  # (warmed up, as the part was: an optimizer's state exists, caches are filled)
             torch.simhpu.synchronize()
             t0 = _C._simclock_host_now()
@@ -164,7 +165,7 @@ def _priced_step(case: dict, profile) -> float:
     from torch_simhpu import model_zoo
     with _phantom(profile):
         # (as the part ran it: bfloat16 autocast on a GPU, float32 on a CPU; rows without the field ran autocast)
-        step = model_zoo.training_step(case["model"], "simhpu", scale=case.get("scale", "gpu"),
+        step = model_zoo.training_step(case["model"], DEVICE_TYPE, scale=case.get("scale", "gpu"),
                                        autocast=case.get("autocast", True))
         step()
         torch.simhpu.synchronize()

@@ -29,6 +29,7 @@ from torch.utils import _pytree as pytree
 
 from torch_simhpu import _C, phantom
 from torch_simhpu.simulation import Launch, _measure, _t, _union, load_profile, simulate
+from torch_simhpu._device_name import DEVICE_TYPE
 
 BOUNDS = ("compute", "memory", "latency", "host-link", "fabric")
 
@@ -147,6 +148,6 @@ def _stand_in(value):
     """A tensor argument as a simhpu tensor of its shape, dtype and strides, holding no values."""
     if not isinstance(value, torch.Tensor):
         return value
-    stand_in = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="simhpu")
+    stand_in = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=DEVICE_TYPE)
     phantom.forget_values(stand_in)  # (the caller's values, which phantom execution does not know)
     return stand_in.requires_grad_(value.requires_grad) if value.is_leaf else stand_in

@@ -11,6 +11,7 @@ import json
 import os
 
 from torch_simhpu import _C
+from torch_simhpu._device_name import DEVICE_TYPE
 
 
 @contextlib.contextmanager
@@ -55,7 +56,7 @@ def chrome_events(entries) -> list[dict]:
     """Two spans per kernel: waiting in the queue, then running, on the stream's row."""
     events = []
     for kernel, op, file, line, device, stream, queued, start, end, _correlation, by_host in entries:
-        pid = f"simhpu:{device}"
+        pid = f"{DEVICE_TYPE}:{device}"
         args = {"op": op, "launched at": f"{file}:{line}" if file else "(not from Python)",
                 "queued (us)": (start - queued) / 1e3, "ran (us)": (end - start) / 1e3,
                 "ran on": "the host thread waiting for it" if by_host else "the stream's worker"}

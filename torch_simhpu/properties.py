@@ -14,6 +14,7 @@ import os
 import uuid
 
 from torch_simhpu import _C
+from torch_simhpu._device_name import DEVICE_TYPE
 
 # A "compute capability" that names no NVIDIA part: code that branches on
 # major >= 8 (bf16, tf32 paths) sees a modern part, and no CUDA arch matches it.
@@ -55,7 +56,7 @@ class SimhpuDeviceProperties:
     pci_device_id: int = 0
     pci_domain_id: int = 0
     index: int = 0
-    type: str = "simhpu"
+    type: str = DEVICE_TYPE
 
     def __repr__(self) -> str:
         return (f"_SimhpuDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "

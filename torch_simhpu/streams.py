@@ -8,21 +8,22 @@ import contextlib
 import torch
 
 from torch_simhpu import _C
+from torch_simhpu._device_name import DEVICE_TYPE
 
 
 def _device(device) -> torch.device:
     """A simhpu device from an int, a "simhpu:N" string, a torch.device or None (the current one)."""
     if device is None:
-        return torch.device("simhpu", _C._current_device())
+        return torch.device(DEVICE_TYPE, _C._current_device())
     if isinstance(device, int) and not isinstance(device, bool):
         index = device
     else:
         device = torch.device(device)
-        if device.type != "simhpu":
-            raise ValueError(f"expected a simhpu device, got {device}")
+        if device.type != DEVICE_TYPE:
+            raise ValueError(f"expected a {DEVICE_TYPE} device, got {device}")
         index = _C._current_device() if device.index is None else device.index
-    _C._check_device_index(index, "simhpu")
-    return torch.device("simhpu", index)
+    _C._check_device_index(index, DEVICE_TYPE)
+    return torch.device(DEVICE_TYPE, index)
 
 
 class Stream(torch.Stream):

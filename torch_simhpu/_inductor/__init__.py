@@ -16,6 +16,7 @@ from torch._inductor.codegen.common import register_backend_for_device, register
 
 from torch_simhpu._inductor import config, cpp_backend
 from torch_simhpu._inductor.interface import SimHPUDeviceOpOverrides, SimHPUInterface
+from torch_simhpu._device_name import DEVICE_TYPE
 
 
 class _Scheduling:
@@ -49,10 +50,10 @@ class _Wrapper:
 
 
 def register() -> None:
-    register_interface_for_device("simhpu", SimHPUInterface)
+    register_interface_for_device(DEVICE_TYPE, SimHPUInterface)
     for index in range(SimHPUInterface.device_count()):
-        register_interface_for_device(f"simhpu:{index}", SimHPUInterface)
-    register_device_op_overrides("simhpu", SimHPUDeviceOpOverrides())
-    register_backend_for_device("simhpu", _Scheduling, _Wrapper, device_custom_config=config)
+        register_interface_for_device(f"{DEVICE_TYPE}:{index}", SimHPUInterface)
+    register_device_op_overrides(DEVICE_TYPE, SimHPUDeviceOpOverrides())
+    register_backend_for_device(DEVICE_TYPE, _Scheduling, _Wrapper, device_custom_config=config)
     cpp_backend.install_backend_choice()
     from torch_simhpu._inductor import backend  # noqa: F401  (registers backend="simhpu")

@@ -12,8 +12,9 @@ applies Triton-only reasoning to C++ loops: vectorised indirect indexing
 from __future__ import annotations
 
 import functools
+from torch_simhpu._device_name import DEVICE_TYPE
 
-DEVICES = {"cpu", "simhpu"}
+DEVICES = {"cpu", DEVICE_TYPE}
 
 
 def install_backend_choice() -> None:
@@ -31,7 +32,7 @@ def install_backend_choice() -> None:
             from torch._inductor.virtualized import V
 
             device_type = V.graph.get_current_device_or_throw().type
-        if device_type == "simhpu":
+        if device_type == DEVICE_TYPE:
             return "cpp"
         return original(device_type)
 

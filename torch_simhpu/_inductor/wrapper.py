@@ -7,6 +7,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.virtualized import V
 
 from torch_simhpu._inductor import config, cpp_backend, sources
+from torch_simhpu._device_name import DEVICE_TYPE
 
 _CPU_DEFINITION = "async_compile.cpp_pybinding("
 
@@ -19,14 +20,14 @@ class _LaunchesOnSimHPU:
         # Inductor's C++ scheduling defines its kernels for the CPU's Python
         # binding; on simhpu they become launchers on the device's stream.
         device = V.graph.scheduler.current_device
-        if device is not None and device.type == "simhpu" and kernel_body.startswith(_CPU_DEFINITION):
+        if device is not None and device.type == DEVICE_TYPE and kernel_body.startswith(_CPU_DEFINITION):
             kernel_body = (f"simhpu_compile_kernel(async_compile, {kernel_name!r}, "
                            + kernel_body[len(_CPU_DEFINITION):])
         super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
         device = device or V.graph.get_current_device_or_throw()
-        if device.type == "simhpu" and not triton:
+        if device.type == DEVICE_TYPE and not triton:
             # A launcher from simhpu_compile_kernel: calling it queues the kernel.
             current = V.graph.scheduler.current_node
             self._mark_source([n.node for n in current.get_nodes()] if current is not None else [])
@@ -94,6 +95,6 @@ class SimHPUWrapperCodegen(_LaunchesOnSimHPU, PythonWrapperCodegen):
 def _simhpu_device_index() -> int | None:
     """The simhpu device the graph runs on (its first, if several)."""
     indices = sorted(i for i in V.graph.device_idxs if i is not None)
-    if "simhpu" not in V.graph.device_types:
+    if DEVICE_TYPE not in V.graph.device_types:
         return None
     return indices[0] if indices else 0

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch_simhpu._device_name import DEVICE_TYPE
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
@@ -32,7 +33,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1e-5, 1e-5), torch.float16: (5e-3, 5e-3),
               torch.bfloat16: (3e-2, 3e-2)}
 BASE_SHAPE = (4, 6)
-DEVICE = "simhpu"
+DEVICE = DEVICE_TYPE
 CHECKS = ("forward", "variants", "gradcheck", "autograd", "opcheck", "compile", "refused_dtype", "declared_checks")
 
 

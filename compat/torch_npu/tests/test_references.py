@@ -1,0 +1,142 @@
+"""op-plugin's custom operators run by their references (references.yaml): each against a computation
+written here from Ascend's documented formula, its gradient, opcheck, and the calls the part refuses."""
+import pytest
+import torch
+import torch.nn.functional as F
+import torch_npu
+
+from torch.testing import assert_close
+
+
+def npu(*tensors):
+    return [t.npu() for t in tensors]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_swiglu(dtype):
+    x = torch.randn(3, 4, 10)
+    a, b = x[..., :5], x[..., 5:]
+    expected = (a * torch.sigmoid(a) * b).to(dtype)
+    assert_close(torch_npu.npu_swiglu(x.to(dtype).npu()).cpu(), expected, atol=2e-2, rtol=2e-2)
+    assert_close(torch_npu.npu_swiglu(x.npu(), dim=1).cpu(), F.silu(x[:, :2]) * x[:, 2:])
+
+
+def test_rotary_mul_by_halves_interleaved_and_by_a_matrix():
+    x, cos, sin = torch.randn(2, 3, 4, 8), torch.randn(1, 3, 1, 8), torch.randn(1, 3, 1, 8)
+    half = torch.cat((-x[..., 4:], x[..., :4]), -1)
+    assert_close(torch_npu.npu_rotary_mul(*npu(x, cos, sin)).cpu(), x * cos + half * sin)
+    pairs = torch.empty_like(x)
+    pairs[..., 0::2], pairs[..., 1::2] = -x[..., 1::2], x[..., 0::2]
+    assert_close(torch_npu.npu_rotary_mul(*npu(x, cos, sin), "interleave").cpu(), x * cos + pairs * sin)
+    rotate = torch.randn(8, 8)
+    assert_close(torch_npu.npu_rotary_mul(*npu(x, cos, sin), rotate=rotate.npu()).cpu(), x * cos + (x @ rotate) * sin)
+
+
+def test_gelu_family():
+    x = torch.randn(64) * 4
+    assert_close(torch_npu.npu_fast_gelu(x.npu()).cpu(), x / (1 + torch.exp(-1.702 * x)))
+    assert_close(torch_npu.fast_gelu(x.npu()).cpu(), x / (1 + torch.exp(-1.702 * x)))
+    assert_close(torch_npu.npu_gelu(x.npu()).cpu(), 0.5 * x * (1 + torch.erf(x / 2 ** 0.5)))
+    assert_close(torch_npu.npu_gelu(x.npu(), approximate="tanh").cpu(), F.gelu(x, approximate="tanh"))
+
+
+def test_layer_norm_eval():
+    x, w, b = torch.randn(4, 5, 6), torch.randn(5, 6), torch.randn(5, 6)
+    mean = x.mean((-2, -1), keepdim=True)
+    var = x.var((-2, -1), unbiased=False, keepdim=True)
+    expected = (x - mean) / torch.sqrt(var + 1e-5) * w + b
+    assert_close(torch_npu.npu_layer_norm_eval(x.npu(), [5, 6], w.npu(), b.npu()).cpu(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_confusion_transpose_as_documented():
+    x = torch.rand(2, 3, 4, 6)
+    y = torch_npu.npu_confusion_transpose(x.npu(), (0, 2, 1, 3), (2, 4, 18), True)
+    assert y.shape == (2, 4, 18) and torch.equal(y.cpu(), x.transpose(1, 2).reshape(2, 4, 18))
+    y2 = torch_npu.npu_confusion_transpose(x.npu(), (0, 2, 1), (2, 12, 6), False)
+    assert y2.shape == (2, 6, 12) and torch.equal(y2.cpu(), x.reshape(2, 12, 6).transpose(1, 2))
+
+
+def test_scaled_masked_softmax():
+    x, mask = torch.randn(2, 2, 32, 32), torch.rand(2, 1, 32, 32) > 0.7
+    logits = torch.where(mask, torch.tensor(-10000.0), x * 0.5)
+    expected = logits.exp() / logits.exp().sum(-1, keepdim=True)
+    assert_close(torch_npu.npu_scaled_masked_softmax(x.npu(), mask.npu(), 0.5).cpu(), expected)
+
+
+def test_moe_gating_top_k_softmax():
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [0.0, 0.0, 5.0, 1.0], [2.0, 1.0, 0.0, 0.0]])
+    finished = torch.tensor([False, True, False])
+    y, expert, row = torch_npu.npu_moe_gating_top_k_softmax(x.npu(), finished.npu(), k=2)
+    probabilities = x.exp() / x.exp().sum(-1, keepdim=True)
+    assert expert.dtype == row.dtype == torch.int32
+    assert expert.cpu().tolist() == [[1, 2], [4, 4], [0, 1]]  # ties to the lower expert; a finished row: 4 experts
+    assert_close(y.cpu(), torch.stack([probabilities[0, [1, 2]], probabilities[1, [2, 3]], probabilities[2, [0, 1]]]))
+    assert row.cpu().tolist() == [[0, 3], [1, 4], [2, 5]]
+
+
+def test_dynamic_quant_int8_int4_and_groups():
+    x = torch.randn(4, 16, dtype=torch.float16)
+    y, scale = torch_npu.npu_dynamic_quant(x.npu())
+    rowmax = x.float().abs().amax(-1)
+    assert_close(scale.cpu(), rowmax / 127)
+    assert torch.equal(y.cpu(), torch.round(x.float() / (rowmax / 127)[:, None]).to(torch.int8))
+    packed, scale4 = torch_npu.npu_dynamic_quant(x.npu(), dst_type=torch.quint4x2)
+    assert packed.dtype == torch.int32 and packed.shape == (4, 2)
+    nibbles = packed.cpu().view(torch.uint8).reshape(4, -1, 1)
+    low, high = (nibbles & 15).to(torch.int8), (nibbles >> 4).to(torch.int8)
+    values = torch.cat([low, high], -1).reshape(4, 16)
+    values = torch.where(values > 7, values - 16, values)
+    assert torch.equal(values, torch.round(x.float() / (rowmax / 7)[:, None]).to(torch.int8))
+    smooth = torch.rand(2, 16, dtype=torch.float16) + 0.5
+    group_index = torch.tensor([1, 4], dtype=torch.int32)
+    y, scale = torch_npu.npu_dynamic_quant(x.npu(), smooth_scales=smooth.npu(), group_index=group_index.npu())
+    smoothed = x.float() * torch.cat([smooth[:1].float(), smooth[1:].float().expand(3, 16)])
+    assert_close(scale.cpu(), smoothed.abs().amax(-1) / 127)
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: torch_npu.npu_swiglu(t),
+    lambda t: torch_npu.npu_rotary_mul(t, torch.ones_like(t) * 0.3, torch.ones_like(t) * 0.7),
+    lambda t: torch_npu.npu_fast_gelu(t),
+    lambda t: torch_npu.npu_layer_norm_eval(t, [6]),
+    lambda t: torch_npu.npu_scaled_masked_softmax(t, torch.eye(4, 6, dtype=torch.bool, device="npu"), 0.3),
+])
+def test_gradients_through_the_references(call):
+    x = torch.randn(4, 6, dtype=torch.float64, device="npu", requires_grad=True)
+    assert torch.autograd.gradcheck(call, (x,))
+
+
+@pytest.mark.parametrize("op,args", [
+    ("npu_swiglu", (torch.randn(4, 6),)),
+    ("npu_rotary_mul", (torch.randn(2, 4), torch.randn(2, 4), torch.randn(2, 4))),
+    ("npu_moe_gating_top_k_softmax", (torch.randn(3, 8), None, 2)),
+    ("npu_dynamic_quant", (torch.randn(3, 8, dtype=torch.float16),)),
+])
+def test_opcheck(op, args):
+    args = tuple(a.npu() if isinstance(a, torch.Tensor) else a for a in args)
+    torch.library.opcheck(getattr(torch.ops.npu, op).default, args)
+
+
+def test_compiled_references_match_eager():
+    x = torch.randn(4, 8, device="npu")
+    compiled = torch.compile(lambda t: torch_npu.npu_swiglu(torch_npu.npu_fast_gelu(t)), fullgraph=True)
+    assert_close(compiled(x).cpu(), torch_npu.npu_swiglu(torch_npu.npu_fast_gelu(x)).cpu())
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: torch_npu.npu_swiglu(torch.randn(3, 5).npu()), "npu::npu_swiglu: input's size 5 along dim -1 must be even"),
+    (lambda: torch_npu.npu_swiglu(torch.randn(3, 4)), "npu::npu_swiglu: argument 'self' is on cpu"),
+    (lambda: torch_npu.npu_rotary_mul(*npu(torch.randn(2, 4), torch.randn(2, 4), torch.randn(2, 4)), "quarter"),
+     "The rotary_mode of npu_rotary_mul should be half or interleave, but got quarter"),
+    (lambda: torch_npu.npu_scaled_masked_softmax(*npu(torch.randn(2, 4), torch.ones(2, 4))),
+     "npu::npu_scaled_masked_softmax: mask must be bool"),
+    (lambda: torch_npu.npu_moe_gating_top_k_softmax(torch.randn(3, 4).npu(), k=5),
+     "npu::npu_moe_gating_top_k_softmax: k must be in 1..4, got 5"),
+    (lambda: torch_npu.npu_dynamic_quant(torch.randn(4, 12).npu(), dst_type=torch.quint4x2),
+     "int4 needs x's last dimension to be a multiple of 8"),
+    (lambda: torch_npu.npu_layer_norm_eval(torch.randn(4, 6).npu(), [5]), "normalized_shape [5] must be input's last"),
+])
+def test_calls_the_part_refuses_are_named_and_leave_the_device_usable(call, message):
+    with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        call()
+    assert torch.ones(3, device="npu").sum().item() == 3

@@ -1,0 +1,100 @@
+"""torch_npu's Python face on simhpu: code written for Ascend NPUs runs on the simulated device.
+
+    import torch
+    import torch_npu
+    x = torch.randn(4, 8).npu()                    # the device is "npu" in this process
+    y, rstd = torch_npu.npu_rms_norm(x, torch.ones(8).npu())
+    torch.npu.synchronize()
+
+What it is: simhpu (torch_simhpu, the wheel) registers the device; this package names it "npu"
+(torch_simhpu._device_name says when a process's device gets that name), makes torch.npu the
+device module with torch_npu's additions (torch_npu.npu), keeps Ascend's internal formats as a
+tensor's format (torch_npu.formats), and serves torch_npu.npu_* from the operators simhpu has:
+its own YAML's, and op-plugin's when a wheel is built from op-plugin's YAML or
+SIMHPU_OP_PLUGIN_YAML names the file to load. An operator with no simulated kernel raises
+NotImplementedError naming its entry.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_SETTING = "SIMHPU_DEVICE_NAME"
+
+
+def _device_name_is_free() -> bool:
+    """Whether no device has been named in this process yet (torch not imported, or autoload off)."""
+    torch = sys.modules.get("torch")
+    return torch is None or torch._C._get_privateuse1_backend_name() == "privateuseone"
+
+
+if _device_name_is_free():
+    os.environ.setdefault(_SETTING, "npu")
+
+import torch  # noqa: E402
+import torch_simhpu  # noqa: E402  (registers the device when autoload is off)
+
+if torch._C._get_privateuse1_backend_name() != "npu":
+    raise ImportError(
+        f"torch_npu: this process's device is already named {torch._C._get_privateuse1_backend_name()!r}, and "
+        "PyTorch names a device once per process. Import torch_npu in the file that first imports torch (the "
+        f"usual `import torch` / `import torch_npu` pair), or before torch, or set {_SETTING}=npu.")
+
+from torch_npu import formats as _formats  # noqa: E402
+from torch_npu import npu  # noqa: E402
+from torch_npu.formats import Format, get_npu_format, npu_format_cast, npu_format_cast_  # noqa: E402,F401
+
+__version__ = "2.13.0+simhpu"
+
+torch.npu = npu
+sys.modules["torch.npu"] = npu
+_formats.install_tensor_methods()
+
+from torch_npu import references as _references  # noqa: E402
+from torch_simhpu import op_plugin_references as _op_plugin_references  # noqa: E402
+
+# op-plugin's custom operators that have a simulated kernel: each one's reference (references.yaml).
+REFERENCES = os.path.join(os.path.dirname(__file__), "references.yaml")
+_HELPERS = {"ref": _references}
+if os.environ.get("SIMHPU_OP_PLUGIN_YAML"):
+    # And every other custom operator of op-plugin's YAML by name (torch.ops.npu.*), as a wheel built
+    # from that YAML has them: calling one without a kernel raises NotImplementedError naming its entry.
+    torch_simhpu.load_op_plugin(os.environ["SIMHPU_OP_PLUGIN_YAML"], references=REFERENCES, helpers=_HELPERS)
+else:
+    _op_plugin_references.load_references(REFERENCES, helpers=_HELPERS)
+
+
+def __getattr__(name: str):
+    """torch_npu.npu_*: simhpu's binding of the operator where it has one, else torch.ops.npu's."""
+    if name.startswith("_") and not name.startswith("_npu"):
+        raise AttributeError(f"module 'torch_npu' has no attribute {name!r}")
+    binding = torch_simhpu.__dict__.get(name)
+    if binding is not None and hasattr(torch.ops.npu, name):
+        return binding
+    try:
+        return _with_out_tuple(getattr(torch.ops.npu, name))
+    except AttributeError:
+        raise AttributeError(
+            f"module 'torch_npu' has no attribute {name!r}: no operator npu::{name} is declared here (simhpu's "
+            "YAML, or op-plugin's when SIMHPU_OP_PLUGIN_YAML names it or the wheel was built from it)") from None
+
+
+def _with_out_tuple(packet):
+    """The operator as torch_npu's bindings call it: `out=` takes a tuple for an `.out` overload whose
+    outputs have names of their own (npu_apply_adam(..., out=(var, m, v)))."""
+    overload = getattr(packet, "out", None) if "out" in packet.overloads() else None
+    names = [a.name for a in overload._schema.arguments if a.is_out] if overload is not None else []
+    if not names or names == ["out"]:
+        return packet  # torch.ops takes out= for these as it is
+
+    def call(*args, out=None, **kwargs):
+        if out is None:
+            return packet(*args, **kwargs)
+        outputs = (out,) if isinstance(out, torch.Tensor) else tuple(out)
+        if len(outputs) != len(names):
+            raise TypeError(f"torch_npu.{packet.__name__}: out= takes {len(names)} tensors "
+                            f"({', '.join(names)}), got {len(outputs)}")
+        return overload(*args, **kwargs, **dict(zip(names, outputs)))
+
+    call.__name__ = call.__qualname__ = packet.__name__
+    return call
