@@ -116,6 +116,8 @@ def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rule
     # The dispatcher passes what the caller gave; the schema's defaults fill in the rest.
     defaults = {a.name: a.default_value for a in parsed.arguments if a.has_default_value()}
     returns = len(reference.schema.returns)
+    tensor_returns = [isinstance(r.type, torch.TensorType) for r in parsed.returns]
+    list_returns = [isinstance(r.type, torch.ListType) for r in parsed.returns]
     # The expression can name nothing but its arguments, torch and the helpers (read_references); C code
     # it calls may still import lazily, which looks __import__ up in the calling frame's builtins.
     scope = {"__builtins__": {"__import__": builtins.__import__}, "torch": torch, **helpers}
@@ -129,17 +131,26 @@ def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rule
                     raise RuntimeError(f"{qualname}: argument '{name}' is on {tensor.device}; torch_npu's kernels "
                                        f"take tensors on {DEVICE_TYPE} (move it with .to('{DEVICE_TYPE}'))")
         result = eval(code, scope, values)  # noqa: S307 - checked by read_references: no names but these
-        outputs = list(result) if isinstance(result, (tuple, list)) else [result]
-        if len(outputs) != returns or not all(isinstance(o, torch.Tensor) for o in outputs):
+        outputs = [result] if returns == 1 else list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(outputs) != returns or any(isinstance(o, torch.Tensor) != t for o, t in zip(outputs, tensor_returns)) \
+                or any(is_list and not all(isinstance(t, torch.Tensor) for t in o)
+                       for o, is_list in zip(outputs, list_returns)):
             raise RuntimeError(f"{qualname} ({reference.where}): its reference gives {len(outputs)} values, the "
-                               f"schema returns {returns} tensors: fix the reference")
-        outputs = [o.clone() if o._is_view() or any(o is i for i in inputs) else o for o in outputs]
+                               f"schema returns {reference.schema.returns}: fix the reference")
+        outputs = [[_own(t, inputs) for t in o] if is_list else _own(o, inputs) if isinstance(o, torch.Tensor) else o
+                   for o, is_list in zip(outputs, list_returns)]
         if rules is not None:
-            _check_rules(qualname, rules, rules_where, names, args, kwargs, outputs, op_plugin)
+            _check_rules(qualname, rules, rules_where, names, args, kwargs, outputs[:sum(tensor_returns)], op_plugin)
         return outputs[0] if returns == 1 else tuple(outputs)
 
     run.__name__ = reference.name.replace(".", "_")
     return run
+
+
+def _own(output: torch.Tensor, inputs) -> torch.Tensor:
+    """The output, or a copy where it is a view or one of the inputs (a functional operator's outputs
+    alias nothing)."""
+    return output.clone() if output._is_view() or any(output is i for i in inputs) else output
 
 
 def _tensors(values):

@@ -140,3 +140,98 @@ def test_calls_the_part_refuses_are_named_and_leave_the_device_usable(call, mess
     with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
         call()
     assert torch.ones(3, device="npu").sum().item() == 3
+
+
+def reference_attention(q, k, v, scale, mask=None):
+    """Attention written out over [B, N, S, D] in float64, keys repeated for grouped heads."""
+    k = k.repeat_interleave(q.size(1) // k.size(1), 1)
+    v = v.repeat_interleave(q.size(1) // v.size(1), 1)
+    scores = (q.double() @ k.double().transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    return (scores.softmax(-1) @ v.double()).float()
+
+
+@pytest.mark.parametrize("layout", ["BSH", "SBH", "BSND", "BNSD"])
+def test_fusion_attention_layouts_grouped_heads_and_causal(layout):
+    B, N, KV, S, D = 2, 4, 2, 6, 8
+    q, k, v = torch.randn(B, N, S, D), torch.randn(B, KV, S, D), torch.randn(B, KV, S, D)
+    to = {"BNSD": lambda t: t, "BSND": lambda t: t.transpose(1, 2),
+          "BSH": lambda t: t.transpose(1, 2).reshape(B, S, -1),
+          "SBH": lambda t: t.transpose(1, 2).reshape(B, S, -1).transpose(0, 1)}[layout]
+    causal = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+    out, softmax_max, softmax_sum, softmax_out, *_ = torch_npu.npu_fusion_attention(
+        *npu(to(q).contiguous(), to(k).contiguous(), to(v).contiguous()), N, layout,
+        atten_mask=causal.npu(), scale=0.3, sparse_mode=0)
+    assert_close(out.cpu(), to(reference_attention(q, k, v, 0.3, causal)), atol=1e-5, rtol=1e-5)
+    assert softmax_max.shape == softmax_sum.shape == (B, N, S, 8) and softmax_out.numel() == 0
+    rightdown = torch_npu.npu_fusion_attention(*npu(to(q).contiguous(), to(k).contiguous(), to(v).contiguous()), N,
+                                               layout, atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1).npu(),
+                                               scale=0.3, sparse_mode=3)[0]
+    assert_close(rightdown.cpu(), out.cpu())
+
+
+def test_fusion_attention_varlen_tnd_and_its_gradient():
+    N, KV, D = 4, 2, 8
+    q_lens, kv_lens = [2, 3], [3, 5]
+    q, k, v = torch.randn(5, N, D), torch.randn(8, KV, D), torch.randn(8, KV, D)
+    leaves = [t.double().npu().requires_grad_() for t in (q, k, v)]
+    out = torch_npu.npu_fusion_attention(*leaves, N, "TND", scale=0.5, actual_seq_qlen=[2, 5],
+                                         actual_seq_kvlen=[3, 8])[0]
+    pieces = []
+    for (q0, q1), (k0, k1) in zip([(0, 2), (2, 5)], [(0, 3), (3, 8)]):
+        pieces.append(reference_attention(q[q0:q1].transpose(0, 1)[None], k[k0:k1].transpose(0, 1)[None],
+                                          v[k0:k1].transpose(0, 1)[None], 0.5)[0].transpose(0, 1))
+    assert_close(out.float().cpu(), torch.cat(pieces), atol=1e-5, rtol=1e-5)
+    assert torch.autograd.gradcheck(
+        lambda *t: torch_npu.npu_fusion_attention(*t, N, "TND", scale=0.5, actual_seq_qlen=[2, 5],
+                                                  actual_seq_kvlen=[3, 8])[0], tuple(leaves))
+
+
+def test_prompt_and_incremental_flash_attention():
+    B, N, KV, S, D = 2, 4, 1, 5, 8
+    q, k, v = torch.randn(B, N, S, D), torch.randn(B, KV, S, D), torch.randn(B, KV, S, D)
+    causal = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+    out = torch_npu.npu_prompt_flash_attention(*npu(q, k, v), atten_mask=causal.npu(), num_heads=N, scale_value=0.25,
+                                               input_layout="BNSD", num_key_value_heads=KV)
+    assert_close(out.cpu(), reference_attention(q, k, v, 0.25, causal), atol=1e-5, rtol=1e-5)
+    step = torch.randn(B, 1, N * D)  # BSH, one new token per batch over the first 3 and 5 keys
+    got = torch_npu.npu_incre_flash_attention(step.npu(), *npu(k.transpose(1, 2).reshape(B, S, -1),
+                                              v.transpose(1, 2).reshape(B, S, -1)), num_heads=N, scale_value=0.25,
+                                              num_key_value_heads=KV, actual_seq_lengths=[3, 5])
+    q_step = step.reshape(B, 1, N, D).transpose(1, 2)
+    expected = torch.cat([reference_attention(q_step[:1], k[:1, :, :3], v[:1, :, :3], 0.25),
+                          reference_attention(q_step[1:], k[1:], v[1:], 0.25)])
+    assert_close(got.cpu(), expected.transpose(1, 2).reshape(B, 1, -1), atol=1e-5, rtol=1e-5)
+
+
+def test_grouped_matmul_in_lists_and_split_by_group_list():
+    x, w = torch.randn(7, 4), torch.randn(3, 4, 5)
+    ys = torch_npu.npu_grouped_matmul([x.npu()], [w.npu()], group_list=torch.tensor([2, 2, 7]).npu(),
+                                      group_type=0, split_item=0)
+    assert [y.shape[0] for y in ys] == [2, 0, 5]
+    assert_close(ys[2].cpu(), x[2:] @ w[2], atol=1e-5, rtol=1e-5)
+    single = torch_npu.npu_grouped_matmul([x.npu()], [w.npu()], group_list=torch.tensor([2, 0, 5]).npu(),
+                                          group_type=0, group_list_type=1, split_item=3)
+    assert len(single) == 1 and single[0].shape == (7, 5)
+    xs, ws = [torch.randn(3, 4), torch.randn(2, 6)], [torch.randn(4, 5), torch.randn(6, 2)]
+    ys = torch_npu.npu_grouped_matmul(npu(*xs), npu(*ws), bias=npu(torch.ones(5), torch.ones(2)), group_type=-1)
+    assert_close(ys[1].cpu(), xs[1] @ ws[1] + 1, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="Requires manual passing group_type"):
+        torch_npu.npu_grouped_matmul(npu(*xs), npu(*ws))
+
+
+def test_moe_routing_round_trip():
+    rows, k, H = 4, 2, 3
+    x = torch.randn(rows, H)
+    experts = torch.tensor([[1, 0], [1, 2], [0, 2], [2, 1]], dtype=torch.int32)
+    row_idx = torch.arange(rows * k, dtype=torch.int32).reshape(k, rows).t().contiguous()
+    expanded, expanded_row_idx, sorted_experts = torch_npu.npu_moe_init_routing(*npu(x, row_idx, experts), rows)
+    assert sorted_experts.cpu().tolist() == [0, 0, 1, 1, 1, 2, 2, 2]
+    # expanded row j is token expanded_row's % rows; expanded_row_idx says where each (token, k) went
+    for slot in range(rows * k):
+        token = slot % rows
+        assert torch.equal(expanded[expanded_row_idx[slot]].cpu(), x[token])
+    scales = torch.rand(rows, k)
+    out = torch_npu.npu_moe_finalize_routing(expanded, None, None, None, scales.npu(), expanded_row_idx, None)
+    assert_close(out.cpu(), x * scales.sum(1, keepdim=True), atol=1e-5, rtol=1e-5)

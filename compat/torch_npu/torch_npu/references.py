@@ -151,3 +151,262 @@ def dynamic_quant(x, smooth_scales, group_index, dst_type, quant_mode: str, dst_
     nibbles = y.clamp(-8, 7).to(torch.int16).bitwise_and(15).reshape(*x.shape[:-1], -1, 2)
     packed = (nibbles[..., 0] + nibbles[..., 1] * 16).to(torch.uint8).contiguous()
     return packed.view(torch.int32), scale
+
+
+def _to_bnsd(x: torch.Tensor, layout: str, heads: int | None) -> torch.Tensor:
+    """[B, N, S, D] from BSH (heads given), SBH, BSND or BNSD."""
+    if layout in ("BSH", "SBH"):
+        x = x.transpose(0, 1) if layout == "SBH" else x
+        return x.reshape(x.size(0), x.size(1), heads, -1).transpose(1, 2)
+    return x.transpose(1, 2) if layout == "BSND" else x
+
+
+def _from_bnsd(x: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "BNSD":
+        return x
+    bsnd = x.transpose(1, 2)
+    if layout == "BSND":
+        return bsnd
+    bsh = bsnd.reshape(bsnd.size(0), bsnd.size(1), -1)
+    return bsh.transpose(0, 1) if layout == "SBH" else bsh
+
+
+def _sparse_mask(sq: int, skv: int, mode: int, given, pre: int, nxt: int, device) -> torch.Tensor | None:
+    """True where a query row may not see a key: the mask as given (modes 0, 1), causal from the top
+    left (2) or the bottom right (3), a band around the bottom-right diagonal (4); modes 0 add the band
+    pre_tockens / next_tockens set around the top-left diagonal."""
+    rows = torch.arange(sq, device=device).unsqueeze(-1)
+    cols = torch.arange(skv, device=device)
+    if mode == 0:
+        band = (cols - rows > nxt) | (rows - cols > pre)
+        return band if given is None else given.to(torch.bool) | band
+    if mode == 1:
+        return given.to(torch.bool)
+    shift = skv - sq  # rows aligned to the bottom right
+    if mode == 2:
+        return cols > rows
+    if mode == 3:
+        return cols > rows + shift
+    return (cols - (rows + shift) > nxt) | ((rows + shift) - cols > pre)
+
+
+def _attention_bnsd(q, k, v, scale, pse, mask):
+    """Attention over [B, N, S, D] (half precision in float32) (keys and values of fewer heads shared by groups of query
+    heads), with softmax's row max and sum."""
+    group = q.size(1) // k.size(1)
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    scores = torch.matmul(_float(q), _float(k).transpose(-1, -2))
+    if pse is not None:
+        scores = scores + _float(pse)
+    scores = scores * scale
+    if mask is not None:
+        scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+    row_max = scores.amax(-1, keepdim=True)
+    exp = torch.exp(scores - row_max)
+    row_sum = exp.sum(-1, keepdim=True)
+    out = torch.matmul(exp / row_sum, _float(v))
+    return out, row_max.squeeze(-1).float(), row_sum.squeeze(-1).float()
+
+
+def fusion_attention(query, key, value, head_num: int, input_layout: str, pse, padding_mask, atten_mask, scale: float,
+                     keep_prob: float, pre_tockens: int, next_tockens: int, actual_seq_qlen, actual_seq_kvlen,
+                     sparse_mode: int, softmax_layout: str, sink, dropout_mask):
+    """softmax(mask(scale * (pse + q k^T))) v in each input layout; softmax's max and sum eight times over
+    (Ascend keeps them so, for the backward), an empty softmax_out, and the dropout seed, offset and count."""
+    op = "npu_fusion_attention"
+    _check(input_layout in ("BSH", "SBH", "BSND", "BNSD", "TND"), op,
+           f"input_layout must be one of BSH, SBH, BSND, BNSD, TND, got {input_layout!r}")
+    _check(keep_prob == 1.0, op, f"keep_prob {keep_prob}: dropout inside attention is not simulated yet (only 1.0)")
+    _check(padding_mask is None, op, "padding_mask is reserved and not supported (as on the part)")
+    _check(sink is None and dropout_mask is None, op, "sink and dropout_mask are not simulated yet")
+    _check(sparse_mode in (0, 1, 2, 3, 4), op, f"sparse_mode {sparse_mode} is not simulated yet (0 to 4)")
+    _check(query.dtype == key.dtype == value.dtype, op, "query, key and value must have one dtype")
+    def mask_of(sq: int, skv: int):
+        if atten_mask is None:  # documented: without atten_mask, every position is computed
+            return None
+        given = None if sparse_mode in (2, 3, 4) else atten_mask  # 2 to 4 pass a compressed template
+        return _sparse_mask(sq, skv, sparse_mode, given, pre_tockens, next_tockens, query.device)
+    if input_layout != "TND":
+        q = _to_bnsd(query, input_layout, head_num)
+        _check(q.size(1) == head_num, op, f"query has {q.size(1)} heads, head_num says {head_num}")
+        kv_heads = None if input_layout not in ("BSH", "SBH") else key.size(-1) // (query.size(-1) // head_num)
+        k, v = _to_bnsd(key, input_layout, kv_heads), _to_bnsd(value, input_layout, kv_heads)
+        _check(head_num % k.size(1) == 0, op, f"head_num {head_num} is not a multiple of key's {k.size(1)} heads")
+        out, row_max, row_sum = _attention_bnsd(q, k, v, scale, pse, mask_of(q.size(2), k.size(2)))
+        out = _from_bnsd(out.to(query.dtype), input_layout)
+        stats = [s.unsqueeze(-1).expand(*s.shape, 8).contiguous() for s in (row_max, row_sum)]
+    else:
+        _check(actual_seq_qlen is not None and actual_seq_kvlen is not None, op,
+               "input_layout TND needs actual_seq_qlen and actual_seq_kvlen (cumulative lengths)")
+        _check(len(actual_seq_qlen) == len(actual_seq_kvlen), op, "actual_seq_qlen and actual_seq_kvlen differ in length")
+        outs, maxes, sums = [], [], []
+        q_start = kv_start = 0
+        for q_end, kv_end in zip(actual_seq_qlen, actual_seq_kvlen):
+            if q_end == 0 and kv_end == 0:  # trailing batches that take no part
+                break
+            q_b = query[q_start:q_end].transpose(0, 1).unsqueeze(0)
+            k_b, v_b = (t[kv_start:kv_end].transpose(0, 1).unsqueeze(0) for t in (key, value))
+            out, row_max, row_sum = _attention_bnsd(q_b, k_b, v_b, scale, None, mask_of(q_b.size(2), k_b.size(2)))
+            outs.append(out[0].transpose(0, 1))
+            maxes.append(row_max[0].transpose(0, 1))
+            sums.append(row_sum[0].transpose(0, 1))
+            q_start, kv_start = q_end, kv_end
+        out = torch.cat(outs).to(query.dtype) if outs else query.new_zeros(query.shape)
+        stats = [torch.cat(s).unsqueeze(-1).expand(-1, -1, 8).contiguous() for s in (maxes, sums)]
+        if softmax_layout != "TND":
+            stats = [s.transpose(0, 1).contiguous() for s in stats]
+    numels = 0
+    return out, stats[0], stats[1], query.new_empty(0), 0, 0, numels
+
+
+def _kv_length_mask(lengths, batch: int, sq: int, skv: int, device) -> torch.Tensor | None:
+    """True at keys past each batch's valid length ([B, 1, 1, Skv]); None when all are valid."""
+    if lengths is None:
+        return None
+    lengths = list(lengths)
+    _check(len(lengths) in (1, batch), "attention", f"a length per batch ({batch}) or one for all, got {len(lengths)}")
+    limit = torch.tensor(lengths * (batch if len(lengths) == 1 else 1), device=device).reshape(batch, 1, 1, 1)
+    return torch.arange(skv, device=device).reshape(1, 1, 1, skv) >= limit
+
+
+def _merge_masks(*masks):
+    present = [m for m in masks if m is not None]
+    if not present:
+        return None
+    merged = present[0]
+    for mask in present[1:]:
+        merged = merged | mask
+    return merged
+
+
+def _unquantised(op: str, **quantisers) -> None:
+    given = [name for name, value in quantisers.items() if value is not None]
+    _check(not given, op, f"{', '.join(given)}: the quantised form is not simulated yet")
+
+
+def prompt_flash_attention(query, key, value, pse_shift, padding_mask, atten_mask, actual_seq_lengths,
+                           actual_seq_lengths_kv, num_heads: int, scale_value: float, pre_tokens: int,
+                           next_tokens: int, input_layout: str, num_key_value_heads: int, sparse_mode: int,
+                           deq_scale1, quant_scale1, deq_scale2, quant_scale2, quant_offset2):
+    """Full attention of a prompt: softmax(scale q k^T + mask) v, keys of num_key_value_heads heads shared by
+    groups of query heads, masks as atten_mask and sparse_mode say, keys past actual_seq_lengths_kv unseen,
+    rows past actual_seq_lengths zero."""
+    op = "npu_prompt_flash_attention"
+    _unquantised(op, deq_scale1=deq_scale1, quant_scale1=quant_scale1, deq_scale2=deq_scale2,
+                 quant_scale2=quant_scale2, quant_offset2=quant_offset2)
+    _check(input_layout in ("BSH", "BNSD", "BSND"), op, f"input_layout must be BSH, BNSD or BSND, got {input_layout!r}")
+    _check(sparse_mode in (0, 1, 2, 3, 4), op, f"sparse_mode {sparse_mode} is not simulated yet (0 to 4)")
+    kv_heads = num_key_value_heads or num_heads
+    _check(num_heads % kv_heads == 0, op, f"num_heads {num_heads} is not a multiple of num_key_value_heads {kv_heads}")
+    q = _to_bnsd(query, input_layout, num_heads)
+    k, v = (_to_bnsd(t, input_layout, kv_heads) for t in (key, value))
+    batch, _, sq, _ = q.shape
+    skv = k.size(2)
+    band = None
+    if atten_mask is not None:
+        given = None if sparse_mode in (2, 3, 4) else atten_mask.to(torch.bool).reshape(
+            *([1] * (4 - atten_mask.dim())), *atten_mask.shape)
+        band = _sparse_mask(sq, skv, sparse_mode, given, pre_tokens, next_tokens, query.device)
+    mask = _merge_masks(band, _kv_length_mask(actual_seq_lengths_kv, batch, sq, skv, query.device))
+    out, _, _ = _attention_bnsd(q, k, v, scale_value, pse_shift, mask)
+    if actual_seq_lengths is not None:
+        rows = _kv_length_mask(actual_seq_lengths, batch, 1, sq, query.device).reshape(batch, 1, sq, 1)
+        out = out.masked_fill(rows, 0.0)
+    return _from_bnsd(out.to(query.dtype), input_layout).contiguous()
+
+
+def incre_flash_attention(query, key, value, pse_shift, atten_mask, actual_seq_lengths, num_heads: int,
+                          scale_value: float, input_layout: str, num_key_value_heads: int, block_table,
+                          antiquant_scale, antiquant_offset, dequant_scale1, quant_scale1, dequant_scale2,
+                          quant_scale2, quant_offset2):
+    """One decoding step's attention: each query row over its batch's first actual_seq_lengths keys."""
+    op = "npu_incre_flash_attention"
+    _unquantised(op, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
+                 dequant_scale1=dequant_scale1, quant_scale1=quant_scale1, dequant_scale2=dequant_scale2,
+                 quant_scale2=quant_scale2, quant_offset2=quant_offset2)
+    _check(block_table is None, op, "block_table (paged key-value caches) is not simulated yet")
+    _check(input_layout in ("BSH", "BNSD", "BSND"), op, f"input_layout must be BSH, BNSD or BSND, got {input_layout!r}")
+    kv_heads = num_key_value_heads or num_heads
+    _check(num_heads % kv_heads == 0, op, f"num_heads {num_heads} is not a multiple of num_key_value_heads {kv_heads}")
+    q = _to_bnsd(query, input_layout, num_heads)
+    k, v = (_to_bnsd(t, input_layout, kv_heads) for t in (key, value))
+    batch, _, sq, _ = q.shape
+    skv = k.size(2)
+    given = None if atten_mask is None else atten_mask.to(torch.bool).reshape(batch, 1, -1, skv)[..., -sq:, :]
+    mask = _merge_masks(given, _kv_length_mask(actual_seq_lengths, batch, sq, skv, query.device))
+    out, _, _ = _attention_bnsd(q, k, v, scale_value, pse_shift, mask)
+    return _from_bnsd(out.to(query.dtype), input_layout).contiguous()
+
+
+def grouped_matmul(x, weight, bias, group_list, split_item: int, group_type, group_list_type: int, act_type: int,
+                   scale, offset, antiquant_scale, antiquant_offset, per_token_scale, activation_input) -> list:
+    """y_i = x_i @ weight_i + bias_i per group: tensors in lists, or one x split along m by group_list
+    (cumulative ends with group_list_type 0, sizes with 1), weights as a list or one [E, K, N] tensor;
+    split_item 0/1 gives a tensor per group, 2/3 one tensor of them all."""
+    op = "npu_grouped_matmul"
+    _unquantised(op, scale=scale, offset=offset, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
+                 per_token_scale=per_token_scale, activation_input=activation_input)
+    _check(act_type == 0, op, f"act_type {act_type}: a fused activation is not simulated yet")
+    _check(split_item in (0, 1, 2, 3), op, f"split_item must be 0 to 3, got {split_item}")
+    weights = list(weight[0].unbind(0)) if len(weight) == 1 and weight[0].dim() == 3 else list(weight)
+    biases = (list(bias[0].unbind(0)) if bias is not None and len(bias) == 1 and bias[0].dim() == 2
+              else list(bias) if bias is not None else [None] * len(weights))
+    _check(len(biases) == len(weights), op, f"{len(biases)} biases for {len(weights)} weights")
+    _check(group_type is not None, op, "Requires manual passing group_type (-1: no groups, 0: along m, 2: along k)")
+    _check(group_type in (-1, 0, 2), op, f"The group type must be -1, 0 or 2 (none, m-axis, k-axis), got {group_type}")
+    group_list_type = group_list_type or 0
+    if group_list is not None:
+        _check(group_type == 0, op, f"group_type {group_type}: only m-axis grouping (0) is simulated yet")
+        _check(group_list_type in (0, 1), op, f"group_list_type {group_list_type} is not simulated yet (0 or 1)")
+        _check(len(x) == 1, op, "with group_list, x must be one tensor split along its rows")
+        ends = [int(v) for v in (group_list.tolist() if isinstance(group_list, torch.Tensor) else group_list)]
+        sizes = [e - s for s, e in zip([0] + ends[:-1], ends)] if group_list_type == 0 else ends
+        _check(len(sizes) == len(weights), op, f"group_list has {len(sizes)} groups, weight {len(weights)}")
+        _check(all(size >= 0 for size in sizes) and sum(sizes) <= x[0].size(0), op,
+               f"group_list {ends} does not split x's {x[0].size(0)} rows")
+        xs = list(x[0][:sum(sizes)].split(sizes))
+    else:
+        _check(len(x) == len(weights) or len(weights) == 1, op,
+               f"{len(x)} inputs for {len(weights)} weights: one x split among several weights needs group_list")
+        xs = list(x)
+    _check(len(xs) == len(weights), op, f"{len(xs)} inputs for {len(weights)} weights")
+    ys = []
+    for index, (x_i, w_i, b_i) in enumerate(zip(xs, weights, biases)):
+        _check(x_i.size(-1) == w_i.size(0), op, f"group {index}: x's K {x_i.size(-1)} is not weight's {w_i.size(0)}")
+        y = torch.matmul(_float(x_i), _float(w_i))
+        ys.append((y if b_i is None else y + _float(b_i)).to(x_i.dtype))
+    return [torch.cat(ys)] if split_item in (2, 3) else ys
+
+
+def moe_init_routing(x, row_idx, expert_idx, active_num: int):
+    """Rows expanded to one per (token, chosen expert), sorted by expert (stably); where each went; the
+    sorted experts."""
+    op = "npu_moe_init_routing"
+    _check(x.dim() == 2 and expert_idx.dim() == 2 and row_idx.shape == expert_idx.shape, op,
+           "x must be [rows, H], row_idx and expert_idx [rows, k] alike")
+    rows, k = expert_idx.shape
+    experts = expert_idx.reshape(-1)
+    order = torch.sort(experts, stable=True).indices
+    sorted_experts = experts[order].to(torch.int32)
+    sources = row_idx.reshape(-1)[order].long()
+    expanded_row_idx = torch.empty_like(sources).scatter_(0, sources, torch.arange(sources.numel(), device=x.device))
+    active = min(active_num, rows) * k
+    return x[sources[:active] % rows], expanded_row_idx.to(torch.int32), sorted_experts
+
+
+def moe_finalize_routing(rows, skip1, skip2, bias, scales, src_to_dst, expert_for_source_row, drop_pad_mode, k):
+    """out[i] = skip1[i] + skip2[i] + sum over k of scales[i, k] * (rows[src_to_dst[i + k * num_rows]] + bias[expert])."""
+    op = "npu_moe_finalize_routing"
+    _check(drop_pad_mode in (None, 0), op, f"drop_pad_mode {drop_pad_mode} is not simulated yet (0)")
+    num_rows = src_to_dst.numel() // (scales.size(1) if scales is not None else (k or 1))
+    top_k = src_to_dst.numel() // num_rows
+    gathered = _float(rows)[src_to_dst.long().reshape(top_k, num_rows).t()]  # [num_rows, k, H]
+    if bias is not None:
+        _check(expert_for_source_row is not None, op, "bias needs expert_for_source_row")
+        gathered = gathered + _float(bias)[expert_for_source_row.long()]
+    weights = _float(scales) if scales is not None else torch.ones(num_rows, top_k, device=rows.device)
+    out = (gathered * weights.unsqueeze(-1)).sum(1)
+    for skip in (skip1, skip2):
+        if skip is not None:
+            out = out + _float(skip)
+    return out.to(rows.dtype)

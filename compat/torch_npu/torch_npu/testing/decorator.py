@@ -20,17 +20,20 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 def instantiate_tests(cls):
-    """Replaces each test taking `device` (and `dtype`, with @Dtypes) by tests that pass them."""
+    """Replaces each test taking `device` or `dtype` (with @Dtypes) by tests that pass them."""
     for name, test in list(vars(cls).items()):
         if not name.startswith("test") or not callable(test):
             continue
         parameters = inspect.signature(test).parameters
-        if "device" not in parameters:
+        if "device" not in parameters and "dtype" not in parameters:
             continue
         delattr(cls, name)
+        takes_device = "device" in parameters
         for dtype in getattr(test, "_npu_dtypes", (None,)):
-            def run(self, test=test, dtype=dtype):
-                kwargs = {"device": "npu"} if dtype is None else {"device": "npu", "dtype": dtype}
+            def run(self, test=test, dtype=dtype, takes_device=takes_device):
+                kwargs = {"device": "npu"} if takes_device else {}
+                if dtype is not None:
+                    kwargs["dtype"] = dtype
                 return test(self, **kwargs)
             instance = name if dtype is None else f"{name}_{_dtype_name(dtype)}"
             setattr(cls, instance, functools.wraps(test)(run))
