@@ -235,3 +235,28 @@ def test_moe_routing_round_trip():
     scales = torch.rand(rows, k)
     out = torch_npu.npu_moe_finalize_routing(expanded, None, None, None, scales.npu(), expanded_row_idx, None)
     assert_close(out.cpu(), x * scales.sum(1, keepdim=True), atol=1e-5, rtol=1e-5)
+
+
+def test_apply_rotary_pos_emb_updates_query_and_key_in_place():
+    q, k = torch.randn(2, 5, 4, 8), torch.randn(2, 5, 1, 8)
+    cos, sin = torch.randn(2, 5, 1, 8), torch.randn(2, 5, 1, 8)
+    q_npu, k_npu = npu(q, k)
+    out_q, out_k = torch_npu.npu_apply_rotary_pos_emb(q_npu, k_npu, *npu(cos, sin))
+    half = lambda x: torch.cat((-x[..., 4:], x[..., :4]), -1)  # noqa: E731
+    assert_close(out_q.cpu(), q * cos + half(q) * sin)
+    assert_close(k_npu.cpu(), k * cos + half(k) * sin)  # in place, as on the part
+
+
+def test_quant_matmul_scales_offsets_and_output_dtypes():
+    x1, x2 = torch.randint(-128, 128, (3, 16), dtype=torch.int8), torch.randint(-128, 128, (16, 4), dtype=torch.int8)
+    exact = x1.long() @ x2.long()
+    scale, pertoken = torch.rand(4) / 1000, torch.rand(3)
+    got = torch_npu.npu_quant_matmul(*npu(x1, x2, scale), pertoken_scale=pertoken.npu(), output_dtype=torch.bfloat16)
+    assert got.dtype == torch.bfloat16
+    assert_close(got.float().cpu(), (exact.double() * scale.double() * pertoken.double()[:, None]).float(),
+                 atol=1e-2, rtol=1e-2)
+    as_int8 = torch_npu.npu_quant_matmul(*npu(x1, x2, scale), bias=torch.arange(4, dtype=torch.int32).npu())
+    expected = torch.round((exact + torch.arange(4)).double() * scale.double()).clamp(-128, 127).to(torch.int8)
+    assert torch.equal(as_int8.cpu(), expected)
+    with pytest.raises(RuntimeError, match="npu::npu_quant_matmul: x1 and x2 must be int8"):
+        torch_npu.npu_quant_matmul(*npu(x1.float(), x2, scale))

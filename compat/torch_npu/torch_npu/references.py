@@ -410,3 +410,54 @@ def moe_finalize_routing(rows, skip1, skip2, bias, scales, src_to_dst, expert_fo
         if skip is not None:
             out = out + _float(skip)
     return out.to(rows.dtype)
+
+
+def apply_rotary_pos_emb(query, key, cos, sin, layout: str, rotary_mode: str):
+    """Rotary embedding of query and key at once, each x * cos + rotate(x) * sin (cos and sin broadcast
+    over heads). The part updates query and key in place and returns them; so does this, where neither
+    needs a gradient (an in-place update of a tensor autograd records would break its backward)."""
+    op = "npu_apply_rotary_pos_emb"
+    _check(layout in ("BSND", "SBND", "BNSD", "TND"), op, f"layout must be BSND, SBND, BNSD or TND, got {layout!r}")
+    _check(rotary_mode in ("half", "interleave"), op, f"rotary_mode {rotary_mode!r} is not simulated yet (half, interleave)")
+    expected_dims = 3 if layout == "TND" else 4
+    for name, t in (("query", query), ("key", key), ("cos", cos), ("sin", sin)):
+        _check(t.dim() == expected_dims, op, f"{name} must be {expected_dims}-d in layout {layout}, got {t.dim()}-d")
+    rotate = rotate_half if rotary_mode == "half" else rotate_interleave
+    c, s = _float(cos), _float(sin)
+    rotated = [(_float(x) * c + rotate(_float(x)) * s).to(x.dtype) for x in (query, key)]
+    if not (torch.is_grad_enabled() and (query.requires_grad or key.requires_grad)):
+        with torch.no_grad():
+            query.copy_(rotated[0])
+            key.copy_(rotated[1])
+    return rotated[0], rotated[1]
+
+
+_SCALAR_TYPES = {1: torch.int8, 3: torch.int32, 5: torch.float16, 6: torch.float32, 15: torch.bfloat16}
+
+
+def quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes, y_scale):
+    """int8 matrix product, accumulated exactly: (x1 @ x2 [+ int32 bias]) * scale [* pertoken_scale]
+    [+ offset | + float bias], rounded to int8 unless output_dtype says otherwise."""
+    op = "npu_quant_matmul"
+    _check(x1.dtype == x2.dtype == torch.int8, op, f"x1 and x2 must be int8 (int4 not simulated yet), got "
+                                                   f"{x1.dtype} and {x2.dtype}")
+    _check(group_sizes is None and y_scale is None, op, "group_sizes and y_scale are not simulated yet")
+    _check(scale.dtype in (torch.float32, torch.bfloat16), op,
+           f"scale of dtype {scale.dtype} (npu_trans_quant_param's int64) is not simulated yet; pass float32")
+    dtype = _SCALAR_TYPES.get(output_dtype if output_dtype is not None else 1)
+    _check(dtype is not None, op, f"output_dtype {output_dtype} is not one of int8, int32, float16, bfloat16")
+    _check(x1.size(-1) == x2.size(-2), op, f"x1's K {x1.size(-1)} is not x2's {x2.size(-2)}")
+    product = torch.matmul(x1.double(), x2.double())
+    if bias is not None and bias.dtype == torch.int32:
+        product = product + bias.double()
+    out = product * scale.double()
+    if pertoken_scale is not None:
+        out = out * pertoken_scale.double().unsqueeze(-1)
+    if offset is not None:
+        out = out + offset.double()
+    if bias is not None and bias.dtype != torch.int32:
+        out = out + bias.double()
+    if dtype in (torch.int8, torch.int32):
+        limit = torch.iinfo(dtype)
+        return torch.round(out).clamp(limit.min, limit.max).to(dtype)
+    return out.to(dtype)
