@@ -41,6 +41,11 @@ SETTINGS = {
     "SIMHPU_JOIN_STORE": "host:port of the store joined clocks meet at",
     "SIMHPU_JOIN_TIMEOUT": "seconds a joined rank waits for a peer to reach a call (default 300)",
     "SIMHPU_COLLECTIVE_CHECKS": "0: collectives do not check that every rank passed the same shapes",
+    "SIMHPU_DEVICE_NAME": "simhpu or npu: the device's name in this process (default: npu where the program imports torch_npu)",
+    # Read by the torch_npu face (compat/torch_npu).
+    "SIMHPU_OP_PLUGIN_YAML": "torch_npu: op-plugin's op_plugin_functions.yaml, whose custom operators get their names",
+    "SIMHPU_NPU_SOC": "torch_npu: the Ascend part the device answers as (default Ascend910B3)",
+    "SIMHPU_NPU_CANN_VERSION": "torch_npu: the CANN release the device answers as (default 8.5.0)",
 }
 
 

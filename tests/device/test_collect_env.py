@@ -25,7 +25,7 @@ def test_the_report_names_versions_devices_lenses_and_each_setting_in_force():
 
 def test_every_variable_the_sources_read_is_described():
     read = set()
-    for folder in ("csrc", "torch_simhpu"):
+    for folder in ("csrc", "torch_simhpu", os.path.join("compat", "torch_npu", "torch_npu")):
         for root, _, files in os.walk(os.path.join(REPOSITORY, folder)):
             for name in files:
                 if name.endswith((".py", ".cpp", ".h")) and name != "collect_env.py":
