@@ -191,6 +191,15 @@ def _expected(rules, values):
                kind.dtype if isinstance(kind, Tensor) else kind)
 
 
+def check_rule(where: str, index: int, shape, dtype, result: torch.Tensor, computed: str, fix: str) -> None:
+    """Fails the call when output `index` is not the size and dtype the entry's gen_opapi rule gives."""
+    if tuple(shape) != tuple(result.shape) or dtype != result.dtype:
+        raise RuntimeError(
+            f"{where}: gen_opapi's rule for output {index} gives size {list(shape)} and dtype "
+            f"{str(dtype).removeprefix('torch.')}, where {computed} {list(result.shape)} and "
+            f"{str(result.dtype).removeprefix('torch.')}: fix the entry's size:/dtype: {fix}")
+
+
 def _simulated_aclnn(entry, path):
     """An official functional entry as a simulated ACLNN kernel (load_op_plugin's simulate_aclnn)."""
     if entry.schema.arguments.out or entry.schema.name.name.inplace:
@@ -221,11 +230,7 @@ def _simulated_aclnn(entry, path):
             expected = [(tuple(r.shape), r.dtype) for r in results]
         outputs = []
         for index, ((shape, dtype), result) in enumerate(zip(expected, results)):
-            if tuple(shape) != tuple(result.shape) or dtype != result.dtype:
-                raise RuntimeError(
-                    f"{where}: gen_opapi's rule for output {index} gives size {list(shape)} and dtype "
-                    f"{str(dtype).removeprefix('torch.')}, where ATen computes {list(result.shape)} and "
-                    f"{str(result.dtype).removeprefix('torch.')}: fix the entry's size:/dtype: rule")
+            check_rule(where, index, shape, dtype, result, "ATen computes", "rule")
             outputs.append(torch.empty(shape, dtype=dtype, device=device).copy_(result))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
     return kernel

@@ -170,11 +170,8 @@ def _check_rules(qualname, rules, where, names, args, kwargs, outputs, op_plugin
     except RuleUnreadable:
         return  # a name only this call's arguments miss
     for index, ((shape, dtype), output) in enumerate(zip(expected, outputs)):
-        if tuple(shape) != tuple(output.shape) or dtype != output.dtype:
-            raise RuntimeError(
-                f"{qualname} ({where}): gen_opapi's rule for output {index} gives size {list(shape)} and dtype "
-                f"{str(dtype).removeprefix('torch.')}, where the reference computes {list(output.shape)} and "
-                f"{str(output.dtype).removeprefix('torch.')}: fix the entry's size:/dtype: rule or the reference")
+        op_plugin.check_rule(f"{qualname} ({where})", index, shape, dtype, output, "the reference computes",
+                             "rule or the reference")
 
 
 def register(library: torch.library.Library, reference: Reference, namespace: str, helpers: dict, *,

@@ -284,6 +284,14 @@ def _unquantised(op: str, **quantisers) -> None:
     _check(not given, op, f"{', '.join(given)}: the quantised form is not simulated yet")
 
 
+def _grouped_bnsd(op: str, query, key, value, layout: str, num_heads: int, num_key_value_heads: int):
+    """query, key and value as [B, N, S, D], the keys' and values' heads num_key_value_heads (or num_heads)."""
+    _check(layout in ("BSH", "BNSD", "BSND"), op, f"input_layout must be BSH, BNSD or BSND, got {layout!r}")
+    kv_heads = num_key_value_heads or num_heads
+    _check(num_heads % kv_heads == 0, op, f"num_heads {num_heads} is not a multiple of num_key_value_heads {kv_heads}")
+    return (_to_bnsd(query, layout, num_heads), _to_bnsd(key, layout, kv_heads), _to_bnsd(value, layout, kv_heads))
+
+
 def prompt_flash_attention(query, key, value, pse_shift, padding_mask, atten_mask, actual_seq_lengths,
                            actual_seq_lengths_kv, num_heads: int, scale_value: float, pre_tokens: int,
                            next_tokens: int, input_layout: str, num_key_value_heads: int, sparse_mode: int,
@@ -294,12 +302,8 @@ def prompt_flash_attention(query, key, value, pse_shift, padding_mask, atten_mas
     op = "npu_prompt_flash_attention"
     _unquantised(op, deq_scale1=deq_scale1, quant_scale1=quant_scale1, deq_scale2=deq_scale2,
                  quant_scale2=quant_scale2, quant_offset2=quant_offset2)
-    _check(input_layout in ("BSH", "BNSD", "BSND"), op, f"input_layout must be BSH, BNSD or BSND, got {input_layout!r}")
     _check(sparse_mode in (0, 1, 2, 3, 4), op, f"sparse_mode {sparse_mode} is not simulated yet (0 to 4)")
-    kv_heads = num_key_value_heads or num_heads
-    _check(num_heads % kv_heads == 0, op, f"num_heads {num_heads} is not a multiple of num_key_value_heads {kv_heads}")
-    q = _to_bnsd(query, input_layout, num_heads)
-    k, v = (_to_bnsd(t, input_layout, kv_heads) for t in (key, value))
+    q, k, v = _grouped_bnsd(op, query, key, value, input_layout, num_heads, num_key_value_heads)
     batch, _, sq, _ = q.shape
     skv = k.size(2)
     band = None
@@ -325,11 +329,7 @@ def incre_flash_attention(query, key, value, pse_shift, atten_mask, actual_seq_l
                  dequant_scale1=dequant_scale1, quant_scale1=quant_scale1, dequant_scale2=dequant_scale2,
                  quant_scale2=quant_scale2, quant_offset2=quant_offset2)
     _check(block_table is None, op, "block_table (paged key-value caches) is not simulated yet")
-    _check(input_layout in ("BSH", "BNSD", "BSND"), op, f"input_layout must be BSH, BNSD or BSND, got {input_layout!r}")
-    kv_heads = num_key_value_heads or num_heads
-    _check(num_heads % kv_heads == 0, op, f"num_heads {num_heads} is not a multiple of num_key_value_heads {kv_heads}")
-    q = _to_bnsd(query, input_layout, num_heads)
-    k, v = (_to_bnsd(t, input_layout, kv_heads) for t in (key, value))
+    q, k, v = _grouped_bnsd(op, query, key, value, input_layout, num_heads, num_key_value_heads)
     batch, _, sq, _ = q.shape
     skv = k.size(2)
     given = None if atten_mask is None else atten_mask.to(torch.bool).reshape(batch, 1, -1, skv)[..., -sq:, :]
@@ -461,3 +461,83 @@ def quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, grou
         limit = torch.iinfo(dtype)
         return torch.round(out).clamp(limit.min, limit.max).to(dtype)
     return out.to(dtype)
+
+
+def dtype_cast(x: torch.Tensor, dtype) -> torch.Tensor:
+    """A copy in another dtype (torch's ScalarType number or a dtype)."""
+    target = dtype if isinstance(dtype, torch.dtype) else _SCALAR_TYPES_ALL.get(dtype)
+    _check(target is not None, "npu_dtype_cast", f"dtype {dtype} names no dtype simhpu has")
+    return x.to(target, copy=True)
+
+
+# torch's ScalarType numbers, as an `int dtype` argument carries them.
+_SCALAR_TYPES_ALL = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
+                     6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+
+
+def bmm_v2(x: torch.Tensor, mat2: torch.Tensor, output_sizes) -> torch.Tensor:
+    """A batched (broadcasting) matrix product; output_sizes is the part's hint for its tiling."""
+    _check(x.size(-1) == mat2.size(-2), "npu_bmmV2", f"self's K {x.size(-1)} is not mat2's {mat2.size(-2)}")
+    return torch.matmul(_float(x), _float(mat2)).to(x.dtype)
+
+
+def alloc_float_status(x: torch.Tensor) -> torch.Tensor:
+    """Eight float32 zeros on x's device: the overflow flags simhpu never raises."""
+    return torch.zeros(8, dtype=torch.float32, device=x.device)
+
+
+def linear(x, weight, bias) -> torch.Tensor:
+    return F.linear(_float(x), _float(weight), None if bias is None else _float(bias)).to(x.dtype)
+
+
+def transpose(x, perm) -> torch.Tensor:
+    _check(sorted(perm) == list(range(x.dim())), "npu_transpose", f"perm {list(perm)} is not a permutation of {x.dim()} dimensions")
+    return x.permute(*perm).contiguous()
+
+
+def mish(x) -> torch.Tensor:
+    return F.mish(_float(x)).to(x.dtype)
+
+
+def silu(x) -> torch.Tensor:
+    return F.silu(_float(x)).to(x.dtype)
+
+
+def sort_v2(x, dim: int, descending: bool) -> torch.Tensor:
+    """The sorted values alone."""
+    return torch.sort(x, dim=dim, descending=descending).values
+
+
+def slice_(x, offsets, size) -> torch.Tensor:
+    """size[d] elements from offsets[d] along each dimension d (-1: to the end)."""
+    op = "npu_slice"
+    _check(len(offsets) == len(size) == x.dim(), op, f"offsets and size need one entry per dimension ({x.dim()})")
+    for d, (start, length) in enumerate(zip(offsets, size)):
+        end = x.size(d) if length == -1 else start + length
+        _check(0 <= start <= end <= x.size(d), op, f"dimension {d}: [{start}, {end}) is outside its {x.size(d)}")
+        x = x.narrow(d, start, end - start)
+    return x.contiguous()
+
+
+def pad(x, paddings) -> torch.Tensor:
+    """Zeros before and after each dimension, paddings = [before0, after0, before1, after1, ...]."""
+    _check(len(paddings) == 2 * x.dim(), "npu_pad", f"paddings needs {2 * x.dim()} values (before, after per dimension)")
+    pairs = [paddings[i:i + 2] for i in range(0, len(paddings), 2)]
+    return F.pad(x, [p for pair in reversed(pairs) for p in pair])
+
+
+def indexing(x, begin, end, strides, begin_mask: int, end_mask: int, ellipsis_mask: int, new_axis_mask: int,
+             shrink_axis_mask: int) -> torch.Tensor:
+    """A strided slice x[begin:end:strides] per dimension."""
+    op = "npu_indexing"
+    _check(not (begin_mask or end_mask or ellipsis_mask or new_axis_mask or shrink_axis_mask), op,
+           "the masks are not simulated yet (all 0)")
+    _check(len(begin) == len(end) == len(strides) <= x.dim(), op, "begin, end and strides need one entry per dimension")
+    index = tuple(slice(b, e, s) for b, e, s in zip(begin, end, strides))
+    return x[index].contiguous()
+
+
+def one_hot(x, depth: int, on_value, off_value) -> torch.Tensor:
+    _check(depth >= 1, "npu_one_hot", f"depth must be at least 1, got {depth}")
+    hot = F.one_hot(x.long(), depth).bool()
+    return torch.where(hot, torch.tensor(on_value, device=x.device), torch.tensor(off_value, device=x.device)).to(x.dtype)
