@@ -37,6 +37,7 @@ class Reference:
     file: str
     line: int
     doc: str = ""
+    tags: tuple = ()  # torch.Tag names, e.g. nondeterministic_seeded for one that draws random numbers
 
     @property
     def where(self) -> str:
@@ -75,10 +76,15 @@ def read_references(path: str | os.PathLike, helper_names=()) -> dict[str, Refer
                          "write each entry as '- func: SCHEMA' with a 'reference:'")
             continue
         label = str(entry.get("func", "(an entry)"))[:80]
-        unknown = sorted(set(entry) - {"func", "reference", "doc"})
+        unknown = sorted(set(entry) - {"func", "reference", "doc", "tags"})
         for key in unknown:
-            problems.add(path, entry.line_of(key), label, key, "a references file has func:, reference: and doc: only",
-                         f"remove '{key}:'")
+            problems.add(path, entry.line_of(key), label, key,
+                         "a references file has func:, reference:, tags: and doc: only", f"remove '{key}:'")
+        tags = entry.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) and hasattr(torch.Tag, t) for t in tags):
+            problems.add(path, entry.line_of("tags"), label, "tags", f"expected a list of torch.Tag names, got {tags!r}",
+                         "e.g. tags: [nondeterministic_seeded]")
+            continue
         try:
             schema = FunctionSchema.parse(str(entry.get("func", "")))
         except Exception as error:  # noqa: BLE001 - torchgen raises AssertionError and others
@@ -99,7 +105,7 @@ def read_references(path: str | os.PathLike, helper_names=()) -> dict[str, Refer
         if not isinstance(doc_text, str):
             problems.add(path, entry.line_of("doc"), label, "doc", "expected text", "write the doc as one string")
             continue
-        references[name] = Reference(name, schema, entry["reference"].strip(), path, entry.line, doc_text)
+        references[name] = Reference(name, schema, entry["reference"].strip(), path, entry.line, doc_text, tuple(tags))
     problems.raise_if_any()
     return references
 
@@ -177,7 +183,7 @@ def _check_rules(qualname, rules, where, names, args, kwargs, outputs, op_plugin
 def register(library: torch.library.Library, reference: Reference, namespace: str, helpers: dict, *,
              define: bool, rules=None, rules_where: str = "") -> None:
     if define:
-        library.define(str(reference.schema))
+        library.define(str(reference.schema), tags=tuple(getattr(torch.Tag, t) for t in reference.tags))
     library.impl(reference.name, kernel(reference, namespace, helpers, rules, rules_where),
                  "CompositeImplicitAutograd")
 

@@ -71,7 +71,9 @@ def test_simhpus_own_operator_of_the_name_is_kept(tmp_path):
     ("custom:\n  - func: f(Tensor self) -> Tensor\n    reference: \"(lambda: self)()\"\n", ":3:", "'Lambda' is not allowed"),
     ("custom:\n  - func: f(Tensor self -> Tensor\n    reference: self\n", ":2:", "the schema does not parse"),
     ("custom:\n  - func: f(Tensor self) -> Tensor\n    reference: self\n    exec: k, self\n", ":4:",
-     "field 'exec': a references file has func:, reference: and doc: only"),
+     "field 'exec': a references file has func:, reference:, tags: and doc: only"),
+    ("custom:\n  - func: f(Tensor self) -> Tensor\n    reference: self\n    tags: [made_up]\n", ":4:",
+     "field 'tags': expected a list of torch.Tag names"),
     ("custom:\n  - func: f(Tensor self) -> Tensor\n    reference: self\n  - func: f(Tensor x) -> Tensor\n"
      "    reference: x\n", ":4:", "f has a reference already, at line 2"),
 ])

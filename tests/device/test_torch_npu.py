@@ -41,13 +41,26 @@ def test_the_setting_names_the_device_and_torch_simhpu_keeps_its_api():
     assert name_printed(code, SIMHPU_DEVICE_NAME="npu") == "npu simhpu"
 
 
-def test_importing_torch_npu_after_the_device_was_named_simhpu_says_how_to_choose():
-    done = run_python("import torch\nimport importlib\nimportlib.import_module('torch_' + 'npu')", cwd="/")
-    assert done.returncode != 0
-    assert "torch_npu: this process's device is already named 'simhpu'" in done.stderr
+def test_torch_npu_imported_where_the_device_is_simhpu_stays_out_of_the_way_and_says_how_to_choose():
+    """Libraries probe for an NPU by importing torch_npu: in a simhpu process the import works, torch.npu
+    does not exist, and using torch_npu says how to name the device npu."""
+    code = ("import torch\nimport importlib\nmodule = importlib.import_module('torch_' + 'npu')\n"
+            "print(module.ACTIVE, hasattr(torch, 'npu'), torch.ones(1, device='simhpu').device)\n"
+            "module.npu_swiglu\n")
+    done = run_python(code, cwd="/")
+    assert done.stdout.split() == ["False", "False", "simhpu:0"], done.stderr[-2000:]
+    assert "torch_npu.npu_swiglu: torch_npu is inactive in this process: its device is already named 'simhpu'" in done.stderr
     assert "SIMHPU_DEVICE_NAME=npu" in done.stderr
-    done = run_python("import torch_npu", cwd="/", SIMHPU_DEVICE_NAME="simhpu")
-    assert "already named 'simhpu'" in done.stderr
+    done = run_python("import torch_npu\nprint(torch_npu.ACTIVE)", cwd="/", SIMHPU_DEVICE_NAME="simhpu")
+    assert done.stdout.strip() == "False", done.stderr[-2000:]
+
+
+def test_transformers_probe_finds_no_npu_in_a_simhpu_process_and_the_model_runs():
+    code = ("import torch\nfrom transformers.utils import is_torch_npu_available\n"
+            "from transformers import GPT2Config, GPT2LMHeadModel\n"
+            "model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=32)).to('simhpu')\n"
+            "print(is_torch_npu_available(), model(torch.tensor([[1, 2, 3]], device='simhpu')).logits.shape)")
+    assert name_printed(code) == "False torch.Size([1, 3, 32])"
 
 
 def test_a_name_the_device_cannot_have_is_refused():

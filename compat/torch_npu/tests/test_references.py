@@ -260,3 +260,53 @@ def test_quant_matmul_scales_offsets_and_output_dtypes():
     assert torch.equal(as_int8.cpu(), expected)
     with pytest.raises(RuntimeError, match="npu::npu_quant_matmul: x1 and x2 must be int8"):
         torch_npu.npu_quant_matmul(*npu(x1.float(), x2, scale))
+
+
+X = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4) / 7 - 1
+
+
+@pytest.mark.parametrize("call,expected", [
+    (lambda t: torch_npu.npu_dtype_cast(t, torch.float16), lambda t: t.half()),
+    (lambda t: torch_npu._npu_dtype_cast(t, torch.int32), lambda t: t.int()),
+    (lambda t: torch_npu.npu_bmmV2(t, t.transpose(1, 2), []), lambda t: torch.bmm(t, t.transpose(1, 2))),
+    (lambda t: torch_npu.npu_linear(t, torch.ones(5, 4, device=t.device), None), lambda t: t.sum(-1, keepdim=True).expand(2, 3, 5)),
+    (lambda t: torch_npu.npu_transpose(t, (2, 0, 1)), lambda t: t.permute(2, 0, 1)),
+    (lambda t: torch_npu.npu_mish(t), lambda t: t * torch.tanh(torch.log1p(torch.exp(t)))),
+    (lambda t: torch_npu.npu_silu(t), lambda t: t / (1 + torch.exp(-t))),
+    (lambda t: torch_npu.npu_sort_v2(t, 1, True), lambda t: t.flip(1)),
+    (lambda t: torch_npu.npu_slice(t, [0, 1, 1], [2, 2, -1]), lambda t: t[:, 1:3, 1:]),
+    (lambda t: torch_npu.npu_pad(t, [0, 0, 1, 0, 0, 2]),
+     lambda t: torch.cat([torch.zeros(2, 1, 6), torch.cat([t, torch.zeros(2, 3, 2)], -1)], 1)),
+    (lambda t: torch_npu.npu_indexing(t, [0, 0, 1], [2, 3, 4], [1, 2, 2]), lambda t: t[:, 0:3:2, 1:4:2]),
+    (lambda t: torch_npu.npu_alloc_float_status(t), lambda t: torch.zeros(8)),
+])
+def test_small_operators(call, expected):
+    assert_close(call(X.npu()).cpu(), expected(X).to(call(X.npu()).dtype), atol=1e-5, rtol=1e-5)
+
+
+def test_one_hot_and_dropout_with_add_softmax():
+    labels = torch.tensor([0, 3, 1], dtype=torch.int32)
+    assert torch.equal(torch_npu.npu_one_hot(labels.npu(), depth=4).cpu(), torch.eye(4, dtype=torch.int32)[[0, 3, 1]])
+    x, x1 = torch.rand(2, 2, 4, 8), torch.rand(2, 2, 4, 8)
+    mask, softmax, dropped = torch_npu.npu_dropout_with_add_softmax(x.npu(), x1.npu(), 0.5, 0.0, -1)
+    assert_close(softmax.cpu(), torch.softmax(x1 + 0.5 * x, -1))
+    assert_close(dropped.cpu(), softmax.cpu()) and bool(mask.bool().all())
+    mask, softmax, dropped = torch_npu.npu_dropout_with_add_softmax(x.npu(), x1.npu(), 0.5, 0.25, -1)
+    kept = mask.bool().cpu()
+    assert 0.6 < kept.float().mean() < 0.9
+    assert_close(dropped.cpu()[kept], softmax.cpu()[kept] / 0.75)
+    assert not dropped.cpu()[~kept].any()
+
+
+def test_moe_token_permute_and_unpermute_round_trip():
+    tokens, topk = torch.randn(6, 4), 2
+    indices = torch.tensor([[2, 0], [1, 2], [0, 0], [2, 1], [1, 0], [0, 2]])
+    permuted, position = torch_npu.npu_moe_token_permute(tokens.npu(), indices.npu())
+    order = torch.argsort(indices.reshape(-1), stable=True)
+    assert torch.equal(permuted.cpu(), tokens[order // topk])
+    assert torch.equal(position.cpu(), torch.argsort(order).int())
+    probs = torch.rand(6, topk)
+    back = torch_npu.npu_moe_token_unpermute(permuted, position, probs.npu())
+    assert_close(back.cpu(), tokens * probs.sum(1, keepdim=True), atol=1e-5, rtol=1e-5)
+    dropped, _ = torch_npu.npu_moe_token_permute(tokens.npu(), indices.npu(), num_out_tokens=5)
+    assert dropped.shape == (5, 4)

@@ -34,38 +34,44 @@ if _device_name_is_free():
 import torch  # noqa: E402
 import torch_simhpu  # noqa: E402  (registers the device when autoload is off)
 
-if torch._C._get_privateuse1_backend_name() != "npu":
-    raise ImportError(
-        f"torch_npu: this process's device is already named {torch._C._get_privateuse1_backend_name()!r}, and "
-        "PyTorch names a device once per process. Import torch_npu in the file that first imports torch (the "
-        f"usual `import torch` / `import torch_npu` pair), or before torch, or set {_SETTING}=npu.")
-
-from torch_npu import formats as _formats  # noqa: E402
-from torch_npu import npu  # noqa: E402
-from torch_npu.formats import Format, get_npu_format, npu_format_cast, npu_format_cast_  # noqa: E402,F401
-
+# Active where the device is named "npu". Elsewhere the package imports and stays out of the way:
+# libraries probe for an NPU by importing torch_npu (transformers' is_torch_npu_available), and a
+# probe must not break a program whose device is simhpu. There torch.npu does not exist and any
+# torch_npu.NAME says how to make the process an npu one.
+ACTIVE = torch._C._get_privateuse1_backend_name() == "npu"
+_INACTIVE = (f"torch_npu is inactive in this process: its device is already named "
+             f"{torch._C._get_privateuse1_backend_name()!r}, and PyTorch names a device once per process. Import "
+             "torch_npu in the file that first imports torch (the usual `import torch` / `import torch_npu` "
+             f"pair), or before torch, or set {_SETTING}=npu")
 __version__ = "2.13.0+simhpu"
 
-torch.npu = npu
-sys.modules["torch.npu"] = npu
-_formats.install_tensor_methods()
+if ACTIVE:
+    from torch_npu import formats as _formats
+    from torch_npu import npu
+    from torch_npu.formats import Format, get_npu_format, npu_format_cast, npu_format_cast_  # noqa: F401
 
-from torch_npu import references as _references  # noqa: E402
-from torch_simhpu import op_plugin_references as _op_plugin_references  # noqa: E402
+    torch.npu = npu
+    sys.modules["torch.npu"] = npu
+    _formats.install_tensor_methods()
 
-# op-plugin's custom operators that have a simulated kernel: each one's reference (references.yaml).
-REFERENCES = os.path.join(os.path.dirname(__file__), "references.yaml")
-_HELPERS = {"ref": _references}
-if os.environ.get("SIMHPU_OP_PLUGIN_YAML"):
-    # And every other custom operator of op-plugin's YAML by name (torch.ops.npu.*), as a wheel built
-    # from that YAML has them: calling one without a kernel raises NotImplementedError naming its entry.
-    torch_simhpu.load_op_plugin(os.environ["SIMHPU_OP_PLUGIN_YAML"], references=REFERENCES, helpers=_HELPERS)
-else:
-    _op_plugin_references.load_references(REFERENCES, helpers=_HELPERS)
+    from torch_npu import references as _references
+    from torch_simhpu import op_plugin_references as _op_plugin_references
+
+    # op-plugin's custom operators that have a simulated kernel: each one's reference (references.yaml).
+    REFERENCES = os.path.join(os.path.dirname(__file__), "references.yaml")
+    _HELPERS = {"ref": _references}
+    if os.environ.get("SIMHPU_OP_PLUGIN_YAML"):
+        # And every other custom operator of op-plugin's YAML by name (torch.ops.npu.*), as a wheel built
+        # from that YAML has them: calling one without a kernel raises NotImplementedError naming its entry.
+        torch_simhpu.load_op_plugin(os.environ["SIMHPU_OP_PLUGIN_YAML"], references=REFERENCES, helpers=_HELPERS)
+    else:
+        _op_plugin_references.load_references(REFERENCES, helpers=_HELPERS)
 
 
 def __getattr__(name: str):
     """torch_npu.npu_*: simhpu's binding of the operator where it has one, else torch.ops.npu's."""
+    if not ACTIVE and not name.startswith("__"):
+        raise AttributeError(f"torch_npu.{name}: {_INACTIVE}")
     if name.startswith("_") and not name.startswith("_npu"):
         raise AttributeError(f"module 'torch_npu' has no attribute {name!r}")
     binding = torch_simhpu.__dict__.get(name)

@@ -33,6 +33,7 @@ class Format(enum.IntEnum):
 
 
 _ATTRIBUTE = "_npu_format"
+_BLOCKED_NCHW = (Format.NC1HWC0, Format.NC1HWC0_C04)
 
 
 def base_format(tensor: torch.Tensor) -> Format:
@@ -73,7 +74,10 @@ def npu_format_cast(tensor: torch.Tensor, acl_format, customize_dtype=None) -> t
     format_ = _checked("npu_format_cast", tensor, acl_format)
     if customize_dtype is not None and not isinstance(customize_dtype, (int, torch.dtype)):
         raise TypeError(f"npu_format_cast: customize_dtype must be a dtype or None, got {customize_dtype!r}")
-    if get_npu_format(tensor) == format_:
+    current = get_npu_format(tensor)
+    if format_ is Format.ND and current in _BLOCKED_NCHW and tensor.dim() == 4:
+        format_ = Format.NCHW  # back from NCHW's blocked layouts, a 4-d tensor is NCHW again (torch_npu does so)
+    if current == format_:
         return tensor
     result = tensor.clone()  # a cast writes a new storage on the part; autograd passes through
     setattr(result, _ATTRIBUTE, format_)

@@ -1,7 +1,7 @@
 """op-plugin's own tests against this torch_npu, each file alone, with every failure's reason classified.
 
     python -m torch_npu.op_plugin_suite PATH/op-plugin [--folder test/test_base_ops ...] [--jobs 2]
-                                        [--timeout 300] [--markdown table.md] [-k abs]
+                                        [--timeout 300] [--markdown table.md] [-k abs -k rms_norm ...]
 
 PATH is a checkout of Ascend's op-plugin (its test code stays there). Each test file runs as
 op-plugin runs it, `python FILE` in its folder, in a process of its own (the device is named
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_npu.op_plugin_suite", description=__doc__.split("\n")[0])
     parser.add_argument("checkout", type=Path, help="a checkout of Ascend's op-plugin")
     parser.add_argument("--folder", action="append", help=f"test folders in it (default: {', '.join(DEFAULT_FOLDERS)})")
-    parser.add_argument("-k", dest="pattern", default="", help="only files whose name contains this")
+    parser.add_argument("-k", dest="patterns", action="append", help="only files whose name contains this (repeatable)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a file may run")
     parser.add_argument("--markdown", type=Path, help="also write the table here")
@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such test folder: {', '.join(missing)} (is {args.checkout} a checkout of op-plugin?)")
     if args.jobs < 1 or args.timeout <= 0:
         parser.error("--jobs must be >= 1 and --timeout > 0")
-    files = sorted(f for folder in folders for f in folder.glob("test_*.py") if args.pattern in f.name)
+    files = sorted(f for folder in folders for f in folder.glob("test_*.py")
+                   if not args.patterns or any(p in f.name for p in args.patterns))
     env = environment(args.checkout)
     results = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

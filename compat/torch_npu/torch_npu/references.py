@@ -541,3 +541,45 @@ def one_hot(x, depth: int, on_value, off_value) -> torch.Tensor:
     _check(depth >= 1, "npu_one_hot", f"depth must be at least 1, got {depth}")
     hot = F.one_hot(x.long(), depth).bool()
     return torch.where(hot, torch.tensor(on_value, device=x.device), torch.tensor(off_value, device=x.device)).to(x.dtype)
+
+
+def dropout_with_add_softmax(x, x1, alpha, prob: float, dim: int):
+    """y = x1 + x * alpha, its softmax over dim, and that softmax dropped out with probability prob
+    (kept elements scaled by 1 / (1 - prob)); returns the keep mask (uint8), the softmax and the result."""
+    op = "npu_dropout_with_add_softmax"
+    _check(0.0 <= prob < 1.0, op, f"prob must be in [0, 1), got {prob}")
+    _check(x.shape == x1.shape, op, f"self and x1 must have one shape, got {list(x.shape)} and {list(x1.shape)}")
+    softmax = torch.softmax(_float(x1) + _float(x) * alpha, dim)
+    keep = torch.rand_like(softmax) >= prob
+    dropped = torch.where(keep, softmax / (1.0 - prob), torch.zeros((), device=x.device))
+    return keep.to(torch.uint8), softmax.to(x.dtype), dropped.to(x.dtype)
+
+
+def moe_token_permute(tokens, indices, num_out_tokens, padded_mode: bool):
+    """Tokens grouped by expert: each (token, k) slot stably sorted by its expert, the first num_out_tokens
+    kept; and, for each slot, its position in that order (int32)."""
+    op = "npu_moe_token_permute"
+    _check(not padded_mode, op, "padded_mode is not simulated yet")
+    _check(indices.dim() in (1, 2), op, f"indices must be [tokens] or [tokens, topk], got {indices.dim()}-d")
+    topk = 1 if indices.dim() == 1 else indices.size(1)
+    order = torch.sort(indices.reshape(-1), stable=True).indices
+    position = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=tokens.device))
+    kept = order if num_out_tokens is None else order[:num_out_tokens]
+    return tokens.index_select(0, kept // topk), position.to(torch.int32)
+
+
+def moe_token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode: bool, restore_shape):
+    """Each token's slots gathered back from their positions (npu_moe_token_permute's second result),
+    weighted by probs and summed over its topk slots; a slot past the permuted rows (dropped) is zero."""
+    op = "npu_moe_token_unpermute"
+    _check(not padded_mode, op, "padded_mode is not simulated yet")
+    topk = 1 if probs is None else probs.size(1)
+    rows = permuted_tokens.size(0)
+    position = sorted_indices.long()
+    kept = position < rows
+    gathered = permuted_tokens.index_select(0, position.clamp(max=max(rows - 1, 0)))
+    gathered = gathered * kept.unsqueeze(-1).to(gathered.dtype)
+    slots = gathered.reshape(-1, topk, permuted_tokens.size(-1))
+    if probs is not None:
+        slots = slots * probs.unsqueeze(-1).to(slots.dtype)
+    return slots.sum(1)
