@@ -310,3 +310,22 @@ def test_moe_token_permute_and_unpermute_round_trip():
     assert_close(back.cpu(), tokens * probs.sum(1, keepdim=True), atol=1e-5, rtol=1e-5)
     dropped, _ = torch_npu.npu_moe_token_permute(tokens.npu(), indices.npu(), num_out_tokens=5)
     assert dropped.shape == (5, 4)
+
+
+@pytest.mark.parametrize("mode", ["half", "interleave"])
+def test_backward_operators_match_autograd_through_their_forwards(mode):
+    x = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
+    r1, r2 = torch.randn(1, 3, 8, dtype=torch.float64, requires_grad=True), torch.randn(1, 3, 8, dtype=torch.float64,
+                                                                                        requires_grad=True)
+    grad = torch.randn(2, 3, 8, dtype=torch.float64)
+    out = torch_npu.npu_rotary_mul(*[t.npu() for t in (x, r1, r2)], mode)
+    expected = torch.autograd.grad(out, (x, r1, r2), grad.npu())
+    got = torch_npu.npu_rotary_mul_backward(grad.npu(), x.detach().npu(), r1.detach().npu(), r2.detach().npu(), mode)
+    for g, e in zip(got, expected):
+        assert_close(g.cpu(), e.cpu())
+    y = torch_npu.npu_swiglu(x.npu())
+    assert_close(torch_npu.npu_swiglu_backward(grad[..., :4].npu(), x.detach().npu()).cpu(),
+                 torch.autograd.grad(y, x, grad[..., :4].npu())[0].cpu())
+    z = torch_npu.npu_gelu(x.npu(), approximate="tanh")
+    assert_close(torch_npu.npu_gelu_backward(grad.npu(), x.detach().npu(), approximate="tanh").cpu(),
+                 torch.autograd.grad(z, x, grad.npu())[0].cpu())

@@ -583,3 +583,37 @@ def moe_token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode: boo
     if probs is not None:
         slots = slots * probs.unsqueeze(-1).to(slots.dtype)
     return slots.sum(1)
+
+
+def gelu_backward(grad, x, approximate: str) -> torch.Tensor:
+    _check(approximate in ("none", "tanh"), "npu_gelu_backward", f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return torch.ops.aten.gelu_backward(_float(grad), _float(x), approximate=approximate).to(x.dtype)
+
+
+def swiglu_backward(grad, x, dim: int) -> torch.Tensor:
+    """The gradient of silu(A) * B with respect to x = cat(A, B) along dim."""
+    a, b = _float(x).chunk(2, dim)
+    g = _float(grad)
+    sigmoid = torch.sigmoid(a)
+    grad_a = g * b * sigmoid * (1 + a * (1 - sigmoid))
+    return torch.cat((grad_a, g * a * sigmoid), dim).to(x.dtype)
+
+
+def _rotate_transposed(g: torch.Tensor, rotary_mode: str) -> torch.Tensor:
+    """rotate's transpose: rotate(x) . g = x . rotate^T(g)."""
+    if rotary_mode == "half":
+        g1, g2 = g.chunk(2, -1)
+        return torch.cat((g2, -g1), -1)
+    return torch.stack((g[..., 1::2], -g[..., ::2]), -1).flatten(-2)
+
+
+def rotary_mul_backward(grad, x, r1, r2, rotary_mode: str):
+    """Gradients of x * r1 + rotate(x) * r2 with respect to x, r1 and r2 (r1, r2 summed to their shapes)."""
+    _check(rotary_mode in ("half", "interleave"), "npu_rotary_mul_backward",
+           f"The rotary_mode of npu_rotary_mul should be half or interleave, but got {rotary_mode}")
+    g, xf = _float(grad), _float(x)
+    rotated = rotate_half(xf) if rotary_mode == "half" else rotate_interleave(xf)
+    grad_x = g * _float(r1) + _rotate_transposed(g * _float(r2), rotary_mode)
+    grad_r1 = (g * xf).sum_to_size(r1.shape)
+    grad_r2 = (g * rotated).sum_to_size(r2.shape)
+    return grad_x.to(x.dtype), grad_r1.to(r1.dtype), grad_r2.to(r2.dtype)
