@@ -329,3 +329,11 @@ def test_backward_operators_match_autograd_through_their_forwards(mode):
     z = torch_npu.npu_gelu(x.npu(), approximate="tanh")
     assert_close(torch_npu.npu_gelu_backward(grad.npu(), x.detach().npu(), approximate="tanh").cpu(),
                  torch.autograd.grad(z, x, grad.npu())[0].cpu())
+
+
+def test_grouped_matmul_along_k():
+    x, w = torch.randn(3, 10), torch.randn(10, 4)
+    (stacked,) = torch_npu.npu_grouped_matmul([x.npu()], [w.npu()], group_list=torch.tensor([4, 10]).npu(),
+                                             group_type=2, split_item=3)
+    assert stacked.shape == (2, 3, 4)
+    assert_close(stacked.cpu(), torch.stack([x[:, :4] @ w[:4], x[:, 4:] @ w[4:]]), atol=1e-5, rtol=1e-5)

@@ -340,14 +340,16 @@ def incre_flash_attention(query, key, value, pse_shift, atten_mask, actual_seq_l
 
 def grouped_matmul(x, weight, bias, group_list, split_item: int, group_type, group_list_type: int, act_type: int,
                    scale, offset, antiquant_scale, antiquant_offset, per_token_scale, activation_input) -> list:
-    """y_i = x_i @ weight_i + bias_i per group: tensors in lists, or one x split along m by group_list
-    (cumulative ends with group_list_type 0, sizes with 1), weights as a list or one [E, K, N] tensor;
-    split_item 0/1 gives a tensor per group, 2/3 one tensor of them all."""
+    """y_i = x_i @ weight_i + bias_i per group: tensors in lists, or one x split along m (group_type 0) or
+    k (2) by group_list (cumulative ends with group_list_type 0, sizes with 1), weights as a list or one
+    [E, K, N] tensor; split_item 0/1 gives a tensor per group, 2/3 one tensor of them all."""
     op = "npu_grouped_matmul"
     _unquantised(op, scale=scale, offset=offset, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
                  per_token_scale=per_token_scale, activation_input=activation_input)
     _check(act_type == 0, op, f"act_type {act_type}: a fused activation is not simulated yet")
     _check(split_item in (0, 1, 2, 3), op, f"split_item must be 0 to 3, got {split_item}")
+    if group_type == 2:
+        return _grouped_matmul_along_k(op, x, weight, bias, group_list, group_list_type or 0, split_item)
     weights = list(weight[0].unbind(0)) if len(weight) == 1 and weight[0].dim() == 3 else list(weight)
     biases = (list(bias[0].unbind(0)) if bias is not None and len(bias) == 1 and bias[0].dim() == 2
               else list(bias) if bias is not None else [None] * len(weights))
@@ -356,14 +358,11 @@ def grouped_matmul(x, weight, bias, group_list, split_item: int, group_type, gro
     _check(group_type in (-1, 0, 2), op, f"The group type must be -1, 0 or 2 (none, m-axis, k-axis), got {group_type}")
     group_list_type = group_list_type or 0
     if group_list is not None:
-        _check(group_type == 0, op, f"group_type {group_type}: only m-axis grouping (0) is simulated yet")
-        _check(group_list_type in (0, 1), op, f"group_list_type {group_list_type} is not simulated yet (0 or 1)")
         _check(len(x) == 1, op, "with group_list, x must be one tensor split along its rows")
-        ends = [int(v) for v in (group_list.tolist() if isinstance(group_list, torch.Tensor) else group_list)]
-        sizes = [e - s for s, e in zip([0] + ends[:-1], ends)] if group_list_type == 0 else ends
+        sizes = _group_sizes(op, group_list, group_list_type)
         _check(len(sizes) == len(weights), op, f"group_list has {len(sizes)} groups, weight {len(weights)}")
         _check(all(size >= 0 for size in sizes) and sum(sizes) <= x[0].size(0), op,
-               f"group_list {ends} does not split x's {x[0].size(0)} rows")
+               f"group_list {sizes} does not split x's {x[0].size(0)} rows")
         xs = list(x[0][:sum(sizes)].split(sizes))
     else:
         _check(len(x) == len(weights) or len(weights) == 1, op,
@@ -375,6 +374,27 @@ def grouped_matmul(x, weight, bias, group_list, split_item: int, group_type, gro
         _check(x_i.size(-1) == w_i.size(0), op, f"group {index}: x's K {x_i.size(-1)} is not weight's {w_i.size(0)}")
         y = torch.matmul(_float(x_i), _float(w_i))
         ys.append((y if b_i is None else y + _float(b_i)).to(x_i.dtype))
+    return [torch.cat(ys)] if split_item in (2, 3) else ys
+
+
+def _group_sizes(op: str, group_list, group_list_type: int) -> list[int]:
+    _check(group_list_type in (0, 1), op, f"group_list_type {group_list_type} is not simulated yet (0 or 1)")
+    values = [int(v) for v in (group_list.tolist() if isinstance(group_list, torch.Tensor) else group_list)]
+    return [e - s for s, e in zip([0] + values[:-1], values)] if group_list_type == 0 else values
+
+
+def _grouped_matmul_along_k(op: str, x, weight, bias, group_list, group_list_type: int, split_item: int) -> list:
+    """Groups along k: x [M, K] split by columns, weight [K, N] by rows; each group's [M, N] product,
+    stacked into one [groups, M, N] tensor for split_item 2/3."""
+    _check(group_list is not None and len(x) == 1, op, "k-axis groups (group_type 2) need one x and group_list")
+    _check(bias is None, op, "k-axis groups take no bias")
+    sizes = _group_sizes(op, group_list, group_list_type)
+    _check(all(size >= 0 for size in sizes) and sum(sizes) <= x[0].size(-1), op,
+           f"group_list {sizes} does not split x's {x[0].size(-1)} columns")
+    xs = x[0][:, :sum(sizes)].split(sizes, dim=1)
+    weights = weight[0][:sum(sizes)].split(sizes, dim=0) if len(weight) == 1 else list(weight)
+    _check(len(weights) == len(sizes), op, f"group_list has {len(sizes)} groups, weight {len(weights)}")
+    ys = [torch.matmul(_float(x_g), _float(w_g)).to(x[0].dtype).unsqueeze(0) for x_g, w_g in zip(xs, weights)]
     return [torch.cat(ys)] if split_item in (2, 3) else ys
 
 
