@@ -62,5 +62,6 @@ def test_bad_casts_are_named_and_leave_the_device_usable():
 def test_nchws_blocked_layout_cast_to_nd_is_nchw_again():
     x = torch_npu.npu_format_cast(torch.ones(2, 2, 4, 4, device="npu"), Format.NC1HWC0)
     assert torch_npu.get_npu_format(torch_npu.npu_format_cast(x, Format.ND)) == Format.NCHW
+    assert torch_npu.get_npu_format(torch_npu.npu_format_cast_(x, Format.ND)) == Format.NCHW
     nz = torch_npu.npu_format_cast(torch.ones(2, 2, 4, 4, device="npu"), Format.FRACTAL_NZ)
     assert torch_npu.get_npu_format(torch_npu.npu_format_cast(nz, Format.ND)) == Format.ND

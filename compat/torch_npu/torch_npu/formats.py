@@ -60,6 +60,14 @@ def _checked(op: str, tensor, acl_format) -> Format:
     return format_
 
 
+def _target(tensor: torch.Tensor, format_: Format) -> Format:
+    """The format a cast to `format_` gives: back from NCHW's blocked layouts to ND, a 4-d tensor is NCHW
+    again (torch_npu does so; op-plugin's test_format_cast holds it to that)."""
+    if format_ is Format.ND and get_npu_format(tensor) in _BLOCKED_NCHW and tensor.dim() == 4:
+        return Format.NCHW
+    return format_
+
+
 def get_npu_format(tensor: torch.Tensor) -> int:
     """The tensor's format id: the one npu_format_cast gave it, or its dimensions' base format."""
     if not isinstance(tensor, torch.Tensor) or tensor.device.type != "npu":
@@ -74,10 +82,8 @@ def npu_format_cast(tensor: torch.Tensor, acl_format, customize_dtype=None) -> t
     format_ = _checked("npu_format_cast", tensor, acl_format)
     if customize_dtype is not None and not isinstance(customize_dtype, (int, torch.dtype)):
         raise TypeError(f"npu_format_cast: customize_dtype must be a dtype or None, got {customize_dtype!r}")
-    current = get_npu_format(tensor)
-    if format_ is Format.ND and current in _BLOCKED_NCHW and tensor.dim() == 4:
-        format_ = Format.NCHW  # back from NCHW's blocked layouts, a 4-d tensor is NCHW again (torch_npu does so)
-    if current == format_:
+    format_ = _target(tensor, format_)
+    if get_npu_format(tensor) == format_:
         return tensor
     result = tensor.clone()  # a cast writes a new storage on the part; autograd passes through
     setattr(result, _ATTRIBUTE, format_)
@@ -86,7 +92,7 @@ def npu_format_cast(tensor: torch.Tensor, acl_format, customize_dtype=None) -> t
 
 def npu_format_cast_(tensor: torch.Tensor, acl_format) -> torch.Tensor:
     """In place: the tensor now has format `acl_format` (an id, a torch_npu.Format, or another tensor's)."""
-    setattr(tensor, _ATTRIBUTE, _checked("npu_format_cast_", tensor, acl_format))
+    setattr(tensor, _ATTRIBUTE, _target(tensor, _checked("npu_format_cast_", tensor, acl_format)))
     return tensor
 
 
