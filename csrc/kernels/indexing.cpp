@@ -7,6 +7,7 @@
 
 #include <c10/core/WrapDimMinimal.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace simhpu::kernels {
@@ -50,21 +51,25 @@ void index_select(const DeviceTensor& self, int64_t dim, const DeviceTensor& ind
 }
 SIMHPU_KERNEL(index_select);
 
-// out[..., i_dim, ...] = self[..., index[..., i_dim, ...], ...]; all contiguous.
+// out[..., i_dim, ...] = self[..., index[..., i_dim, ...], ...]; all contiguous. A 0-d self or index
+// gathers as a 1-d tensor of one element, as ATen's shape check has it (scalar index into a vector).
 void gather(const DeviceTensor& self, int64_t dim, const DeviceTensor& index, bool sparse_grad,
             const Out<DeviceTensor>& out) {
   (void)sparse_grad;
-  const int64_t ndim = index.dim();
-  const int64_t d = ndim == 0 ? 0 : c10::maybe_wrap_dim(dim, ndim);
-  TORCH_CHECK(self.dim() == ndim, "index has ", ndim, " dimensions but self has ", self.dim());
+  const int64_t ndim = std::max<int64_t>(index.dim(), 1);
+  TORCH_CHECK(std::max<int64_t>(self.dim(), 1) == ndim, "index has ", index.dim(), " dimensions but self has ",
+              self.dim());
+  const auto self_size = [&](int64_t i) { return self.dim() == 0 ? int64_t{1} : self.sizes[i]; };
+  const auto index_size = [&](int64_t i) { return index.dim() == 0 ? int64_t{1} : index.sizes[i]; };
+  const int64_t d = c10::maybe_wrap_dim(dim, ndim);
   const size_t item = c10::elementSize(self.dtype);
   c10::SmallVector<int64_t, 6> self_strides(ndim, 1);
-  for (int64_t i = ndim - 2; i >= 0; --i) self_strides[i] = self_strides[i + 1] * self.sizes[i + 1];
+  for (int64_t i = ndim - 2; i >= 0; --i) self_strides[i] = self_strides[i + 1] * self_size(i + 1);
   c10::SmallVector<int64_t, 6> coord(ndim, 0);
   const int64_t n = index.numel();
   for (int64_t linear = 0; linear < n; ++linear) {
     const int64_t idx = index_at(index, linear);
-    check_in_range(idx, d, ndim == 0 ? 1 : self.sizes[d]);
+    check_in_range(idx, d, self_size(d));
     int64_t offset = 0;
     for (int64_t i = 0; i < ndim; ++i) {
       offset += (i == d ? idx : coord[i]) * self_strides[i];
@@ -72,7 +77,7 @@ void gather(const DeviceTensor& self, int64_t dim, const DeviceTensor& index, bo
     std::memcpy(static_cast<char*>(out.data) + linear * item, static_cast<const char*>(self.data) + offset * item,
                 item);
     for (int64_t i = ndim - 1; i >= 0; --i) {  // next coordinate of index/out
-      if (++coord[i] < index.sizes[i]) break;
+      if (++coord[i] < index_size(i)) break;
       coord[i] = 0;
     }
   }

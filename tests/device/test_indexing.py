@@ -28,6 +28,21 @@ def test_gather_matches_cpu(dim):
     torch.testing.assert_close(torch.gather(x.simhpu(), dim, index.simhpu()).cpu(), torch.gather(x, dim, index))
 
 
+@pytest.mark.parametrize("self_shape,index_shape", [((3,), ()), ((), (1,)), ((), ()), ((1,), (1,))])
+def test_gather_takes_a_0d_tensor_as_1d_of_one_element_as_aten_does(self_shape, index_shape):
+    """op-plugin's test_gather backward found simhpu stricter than ATen here (ATen's shape check treats a
+    0-d tensor as 1-d of one element)."""
+    x = torch.randn(self_shape, requires_grad=True)
+    index = torch.zeros(index_shape, dtype=torch.int64)
+    expected = torch.gather(x, -1, index)
+    leaf = x.detach().simhpu().requires_grad_()
+    got = torch.gather(leaf, -1, index.simhpu())
+    torch.testing.assert_close(got.cpu(), expected)
+    got.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(leaf.grad.cpu(), x.grad)
+
+
 def test_embedding_forward_and_backward():
     weight = torch.randn(10, 4, dtype=torch.float64, requires_grad=True)
     indices = torch.tensor([[1, 2], [9, 1]])
