@@ -88,6 +88,17 @@ def test_each_file_gets_its_outcome_and_reason(checkout, tmp_path):
     assert "npu_scaled_mask" in custom.detail and "op_plugin_functions.yaml" in custom.detail
 
 
+@pytest.mark.parametrize("output", [
+    "Traceback ...\nAttributeError: torch_npu.fast_thing: no operator npu::fast_thing is declared here\n",
+    "ERROR\nNotImplementedError: npu::npu_x (f.yaml:3): its kernel is torch_npu's\n",
+])
+def test_an_operator_without_kernel_is_classified_whatever_its_name(output):
+    from torch_npu import op_plugin_suite
+
+    reason, detail = op_plugin_suite.classify(output)
+    assert reason == "no kernel yet" and "npu" in detail
+
+
 def test_a_file_past_its_time_is_a_timeout(checkout):
     from torch_npu import op_plugin_suite
 

@@ -58,7 +58,8 @@ def classify(output: str) -> tuple[str, str]:
     if "ModuleNotFoundError" in text:
         return "missing module", first
     if "NotImplementedError" in text or "no operator npu::" in text or "has no attribute 'npu_" in text:
-        return "no kernel yet", next(line for line in raised if "NotImplementedError" in line or "npu_" in line)
+        return "no kernel yet", next((line for line in raised if "NotImplementedError" in line or "npu::" in line
+                                      or "'npu_" in line), first)
     if re.search(r"format", text, re.IGNORECASE) and ("npu_format" in text or "internal format" in text):
         return "unsupported format", first
     if re.search(r"module 'torch(_npu)?(\.npu)?[\w.]*' has no attribute|cannot import name .* from 'torch_npu",
