@@ -146,7 +146,8 @@ def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rule
         outputs = [[_own(t, inputs) for t in o] if is_list else _own(o, inputs) if isinstance(o, torch.Tensor) else o
                    for o, is_list in zip(outputs, list_returns)]
         if rules is not None:
-            _check_rules(qualname, rules, rules_where, names, args, kwargs, outputs[:sum(tensor_returns)], op_plugin)
+            _check_rules(qualname, rules, rules_where, names, args, kwargs,
+                         [o for o, t in zip(outputs, tensor_returns) if t], op_plugin)
         return outputs[0] if returns == 1 else tuple(outputs)
 
     run.__name__ = reference.name.replace(".", "_")

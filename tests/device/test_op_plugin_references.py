@@ -113,3 +113,12 @@ def test_a_reference_whose_schema_is_not_the_entrys_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"references.yaml:2: npu_scaled_mask's schema is not the one .*"
                                          r"op_plugin_functions.yaml:\d+ declares"):
         torch_simhpu.load_op_plugin(CORPUS, next(_names), references=path)
+
+
+def test_a_reference_giving_other_values_than_its_schema_returns_is_named(tmp_path):
+    namespace = next(_names)
+    load_references(references(tmp_path, "custom:\n  - func: two(Tensor self) -> (Tensor, Tensor)\n"
+                                          "    reference: self * 2\n"), namespace)
+    with pytest.raises(RuntimeError, match=rf"{namespace}::two \(.*references.yaml:2\): its reference gives 1 values"):
+        getattr(torch.ops, namespace).two(torch.ones(2, device="simhpu"))
+    assert torch.ones(2, device="simhpu").sum().item() == 2

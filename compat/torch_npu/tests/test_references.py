@@ -281,7 +281,8 @@ X = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4) / 7 - 1
     (lambda t: torch_npu.npu_alloc_float_status(t), lambda t: torch.zeros(8)),
 ])
 def test_small_operators(call, expected):
-    assert_close(call(X.npu()).cpu(), expected(X).to(call(X.npu()).dtype), atol=1e-5, rtol=1e-5)
+    got = call(X.npu()).cpu()
+    assert_close(got, expected(X).to(got.dtype), atol=1e-5, rtol=1e-5)
 
 
 def test_one_hot_and_dropout_with_add_softmax():
@@ -290,7 +291,8 @@ def test_one_hot_and_dropout_with_add_softmax():
     x, x1 = torch.rand(2, 2, 4, 8), torch.rand(2, 2, 4, 8)
     mask, softmax, dropped = torch_npu.npu_dropout_with_add_softmax(x.npu(), x1.npu(), 0.5, 0.0, -1)
     assert_close(softmax.cpu(), torch.softmax(x1 + 0.5 * x, -1))
-    assert_close(dropped.cpu(), softmax.cpu()) and bool(mask.bool().all())
+    assert_close(dropped.cpu(), softmax.cpu())
+    assert bool(mask.bool().all())
     mask, softmax, dropped = torch_npu.npu_dropout_with_add_softmax(x.npu(), x1.npu(), 0.5, 0.25, -1)
     kept = mask.bool().cpu()
     assert 0.6 < kept.float().mean() < 0.9
@@ -337,3 +339,23 @@ def test_grouped_matmul_along_k():
                                              group_type=2, split_item=3)
     assert stacked.shape == (2, 3, 4)
     assert_close(stacked.cpu(), torch.stack([x[:, :4] @ w[:4], x[:, 4:] @ w[4:]]), atol=1e-5, rtol=1e-5)
+
+
+def test_out_takes_a_tuple_for_named_outputs_and_says_how_many():
+    """torch_npu's binding convention over an `.out` overload whose outputs have names (here one defined
+    for the test: none of op-plugin's is served without its YAML)."""
+    library = torch.library.Library("npu", "FRAGMENT")
+    library.define("npu_test_pair(Tensor x) -> (Tensor, Tensor)")
+    library.define("npu_test_pair.out(Tensor x, *, Tensor(a!) first, Tensor(b!) second) -> (Tensor(a!), Tensor(b!))")
+
+    def pair_out(x, *, first, second):
+        first.copy_(x + 1)
+        second.copy_(x * 2)
+        return first, second
+
+    library.impl("npu_test_pair.out", pair_out, "CompositeExplicitAutograd")
+    first, second = torch.empty(3, device="npu"), torch.empty(3, device="npu")
+    torch_npu.npu_test_pair(torch.ones(3, device="npu"), out=(first, second))
+    assert first.cpu().tolist() == [2.0] * 3 and second.cpu().tolist() == [2.0] * 3
+    with pytest.raises(TypeError, match=r"torch_npu.npu_test_pair: out= takes 2 tensors \(first, second\), got 1"):
+        torch_npu.npu_test_pair(torch.ones(3, device="npu"), out=(first,))

@@ -452,7 +452,10 @@ def apply_rotary_pos_emb(query, key, cos, sin, layout: str, rotary_mode: str):
     return rotated[0], rotated[1]
 
 
-_SCALAR_TYPES = {1: torch.int8, 3: torch.int32, 5: torch.float16, 6: torch.float32, 15: torch.bfloat16}
+# torch's ScalarType numbers, as an `int dtype` argument carries them.
+_SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
+                 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+_QUANT_MATMUL_OUTPUTS = (torch.int8, torch.int32, torch.float16, torch.bfloat16)
 
 
 def quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes, y_scale):
@@ -465,7 +468,7 @@ def quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, grou
     _check(scale.dtype in (torch.float32, torch.bfloat16), op,
            f"scale of dtype {scale.dtype} (npu_trans_quant_param's int64) is not simulated yet; pass float32")
     dtype = _SCALAR_TYPES.get(output_dtype if output_dtype is not None else 1)
-    _check(dtype is not None, op, f"output_dtype {output_dtype} is not one of int8, int32, float16, bfloat16")
+    _check(dtype in _QUANT_MATMUL_OUTPUTS, op, f"output_dtype {output_dtype} is not one of int8, int32, float16, bfloat16")
     _check(x1.size(-1) == x2.size(-2), op, f"x1's K {x1.size(-1)} is not x2's {x2.size(-2)}")
     product = torch.matmul(x1.double(), x2.double())
     if bias is not None and bias.dtype == torch.int32:
@@ -485,14 +488,10 @@ def quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, grou
 
 def dtype_cast(x: torch.Tensor, dtype) -> torch.Tensor:
     """A copy in another dtype (torch's ScalarType number or a dtype)."""
-    target = dtype if isinstance(dtype, torch.dtype) else _SCALAR_TYPES_ALL.get(dtype)
+    target = dtype if isinstance(dtype, torch.dtype) else _SCALAR_TYPES.get(dtype)
     _check(target is not None, "npu_dtype_cast", f"dtype {dtype} names no dtype simhpu has")
     return x.to(target, copy=True)
 
-
-# torch's ScalarType numbers, as an `int dtype` argument carries them.
-_SCALAR_TYPES_ALL = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
-                     6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
 
 
 def bmm_v2(x: torch.Tensor, mat2: torch.Tensor, output_sizes) -> torch.Tensor:
