@@ -620,6 +620,10 @@ def _matrix_efficiency_rows(cases: list[tuple[dict, dict]]) -> list[dict]:
     return [row for row, c in single if min(c["m"], c["n"], c["k"]) >= side / 2]
 
 
+# A difference of two timings below this share of the larger is noise, not a measurement.
+_NOISE_FLOOR = 0.2
+
+
 def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: list[str]) -> None:
     """Each backend's curves from its rows: forward rows give the forward's attained FLOP/s; a
     forward + backward row less the forward of the same shape gives the backward's."""
@@ -641,8 +645,15 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
         else:
             if _shape_key(case) not in forward_seconds:
                 continue
-            seconds, direction = row["seconds"] - forward_seconds[_shape_key(case)], "backward"
-            flops = sdpa_backward_flop_count(q, q, q, q)
+            direction, backward_flops = "backward", sdpa_backward_flop_count(q, q, q, q)
+            seconds = row["seconds"] - forward_seconds[_shape_key(case)]
+            if seconds < _NOISE_FLOOR * row["seconds"]:
+                # (the difference is within the timing noise of a busy host: the pair's rate
+                # stands for the backward's, which cannot be faster than the pair it is part of)
+                notes.append(f"attention {backend} backward at {case['seq']} keys: forward + backward "
+                             f"timed within noise of its forward; the pair's rate used")
+                seconds, backward_flops = row["seconds"], backward_flops + flops
+            flops = backward_flops
         if case["causal"]:
             flops /= 2
         points = curves.setdefault(backend, {}).setdefault(direction, {}).setdefault(

@@ -377,6 +377,20 @@ def test_a_rows_own_backend_is_kept_when_it_is_normalised():
     assert part_fit.normalised(dict(shared, call="scaled_dot_product_attention (default backend), forward"))["backend"] == "default"
 
 
+def test_an_attention_backward_timed_within_noise_of_its_forward_still_fits_a_positive_rate():
+    """A busy host can time forward + backward no longer than the forward alone; the difference is
+    then noise, and the fit must not turn it into a negative (or unbounded) backward rate."""
+    shape = dict(kind="attention", backend="flash", dtype="float32", batch=2, heads=4, kv_heads=4, seq=256,
+                 head_dim=32, causal=False)
+    rows = [dict(shape, call=part_measure.SDPA_F, seconds=1.0e-3), dict(shape, call=part_measure.SDPA_FB, seconds=0.9e-3)]
+    profile, notes = dict(part_fit._raw("cpu-host")), []
+    part_fit._fit_attention(profile, [(row, part_fit.normalised(row)) for row in rows], notes)
+    backward = profile["attention"]["flash"]["backward"]["flops"]
+    assert len(backward) == 1 and 0 < backward[0] < math.inf
+    assert any("within noise" in note for note in notes)
+    load_profile(dict(profile, memory_capacity=1e9))
+
+
 def test_a_convolutions_backward_is_priced_at_its_own_efficiency():
     def make():
         x = torch.empty(32, 64, 56, 56, device="simhpu", dtype=torch.bfloat16, requires_grad=True)
