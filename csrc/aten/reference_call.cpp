@@ -1,5 +1,6 @@
 #include "aten/reference_call.h"
 
+#include "aten/reduced_precision.h"
 #include "aten/result_placement.h"
 #include "runtime/capture.h"
 #include "runtime/device_memory.h"
@@ -194,13 +195,15 @@ class HostAliases {
 
 // The outputs were shaped by the meta kernel before the CPU kernel ran; if the
 // two disagree, copy_ might broadcast or convert silently, so it is an error.
-void fill(const ReferenceOp& ref, at::Tensor destination, const at::Tensor& result) {
+// `rounded_to`: the reduced dtype a promoted call's float32 results are rounded to (see reduced_precision.h).
+void fill(const ReferenceOp& ref, at::Tensor destination, const at::Tensor& result, c10::ScalarType rounded_to) {
   if (!result.defined() || !destination.defined()) {
     TORCH_CHECK(result.defined() == destination.defined() || (destination.defined() && destination.numel() == 0),
                 ref.name, ": its meta kernel and its CPU kernel disagree on whether an output exists");
     return;
   }
-  TORCH_CHECK(destination.sizes() == result.sizes() && destination.scalar_type() == result.scalar_type(),
+  const bool rounded = result.scalar_type() == at::kFloat && destination.scalar_type() == rounded_to;
+  TORCH_CHECK(destination.sizes() == result.sizes() && (destination.scalar_type() == result.scalar_type() || rounded),
               ref.name, ": its meta kernel promised an output of shape ", destination.sizes(), " and dtype ",
               destination.scalar_type(), ", its CPU kernel made one of shape ", result.sizes(), " and dtype ",
               result.scalar_type(), " (simhpu runs such calls synchronised once they are known: see "
@@ -208,17 +211,18 @@ void fill(const ReferenceOp& ref, at::Tensor destination, const at::Tensor& resu
   destination.copy_(result);
 }
 
-void copy_into(const ReferenceOp& ref, HostAliases& aliases, const KernelArg& destination, const c10::IValue& result) {
+void copy_into(const ReferenceOp& ref, HostAliases& aliases, const KernelArg& destination, const c10::IValue& result,
+               c10::ScalarType rounded_to) {
   if (const auto* d = std::get_if<DeviceTensor>(&destination)) {
     if (result.isTensor()) {
-      fill(ref, aliases.tensor(*d), result.toTensor());
+      fill(ref, aliases.tensor(*d), result.toTensor(), rounded_to);
     }
   } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&destination)) {
     const auto results = result.toTensorVector();
     TORCH_CHECK(results.size() == list->size(), ref.name, ": its meta kernel promised ", list->size(),
                 " outputs, its CPU kernel made ", results.size());
     for (size_t i = 0; i < list->size(); ++i) {
-      fill(ref, aliases.tensor((*list)[i]), results[i]);
+      fill(ref, aliases.tensor((*list)[i]), results[i], rounded_to);
     }
   }
 }
@@ -387,9 +391,12 @@ torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
       written.emplace_back(stack.back().toTensor(), d);
     }
   }
+  const FloatPromotion promotion(ref, stack);
   const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
   ref.op.redispatchBoxed(cpu, &stack);
+  promotion.write_back();
   if (!fill_outputs) {
+    promotion.round_results(stack, ref.return_alias.size());
     return stack;
   }
   c10::SmallVector<bool, 4> in_place(ref.return_alias.size(), false);
@@ -417,7 +424,7 @@ torch::jit::Stack run_reference_call(LaunchRecord& record, bool fill_outputs) {
   for (size_t r = 0; r < ref.return_alias.size(); ++r) {
     if (ref.return_alias[r] < 0) {
       const KernelArg& output = record.args[next_output++];
-      if (!in_place[r]) copy_into(ref, aliases, output, stack[r]);  // (in place: written where it belongs)
+      if (!in_place[r]) copy_into(ref, aliases, output, stack[r], promotion.reduced());  // (in place: written where it belongs)
     }
   }
   return {};

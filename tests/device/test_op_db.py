@@ -19,20 +19,11 @@ harness = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = harness  # dataclasses look their module up there
 _spec.loader.exec_module(harness)
 
-# (op name, variant, mode): why the device differs from the CPU there.
-KNOWN_DIFFERENCES = {
-    ("addr", "", "inplace"): "addr_ on a 0-dim self: the CPU refuses (2D tensor expected); on simhpu the "
-                             "composite addr_ reaches addr.out, whose CPU kernel resizes self instead. The CPU "
-                             "kernel refuses only when out and self are the same C++ reference, which the "
-                             "composite's unboxed call gives and any boxed call (the reference path) cannot",
-}
-
-
 def _cases():
     for op in op_db:
         for mode in harness.MODES:
             key = (op.name, op.variant_test_name, mode)
-            marks = [pytest.mark.xfail(reason=KNOWN_DIFFERENCES[key], strict=True)] if key in KNOWN_DIFFERENCES else []
+            marks = [pytest.mark.xfail(reason=harness.KNOWN_DIFFERENCES[key], strict=True)] if key in harness.KNOWN_DIFFERENCES else []
             name = f"{op.name}{'.' + op.variant_test_name if op.variant_test_name else ''}-{mode}"
             yield pytest.param(op, mode, id=name, marks=marks)
 

@@ -53,6 +53,9 @@ if ACTIVE:
     torch.npu = npu
     sys.modules["torch.npu"] = npu
     _formats.install_tensor_methods()
+    # An Ascend part computes half and bfloat16 operators at float32 and rounds once, and has them
+    # where the CPU has no reduced-precision kernel (avg_pool3d, cdist): simhpu does so for this process.
+    torch_simhpu._C._set_reduced_precision_in_float32(True)
 
     from torch_npu import references as _references
     from torch_simhpu import op_plugin_references as _op_plugin_references

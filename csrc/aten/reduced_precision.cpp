@@ -1,0 +1,182 @@
+#include "aten/reduced_precision.h"
+
+#include <ATen/core/List.h>
+
+#include <atomic>
+#include <cstring>
+#include <string_view>
+#include <tuple>
+
+namespace simhpu {
+namespace {
+
+std::atomic<bool> enabled{false};
+
+// Operators whose result is exact at any precision (a copy) or is defined by the
+// dtype's own precision (the next representable value): run as they are.
+// Calls that name their result's dtype (cumsum's dtype=, with an out= of that
+// dtype) run as they are too, and so do FFTs: the CPU's (MKL's) have no reduced
+// dtype, nor cuFFT a bfloat16 one, so promoting them would accept what parts refuse.
+bool keeps_its_precision(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (ref.args[i] == ReferenceOp::Arg::ScalarType && !args[i].isNone()) return true;
+  }
+  static constexpr std::string_view kNames[] = {
+      "aten::nextafter", "aten::_to_copy", "aten::copy_", "aten::clone", "aten::_copy_from",
+      "aten::_copy_from_and_resize", "aten::_local_scalar_dense", "aten::equal",
+  };
+  const std::string& name = ref.op.schema().name();
+  if (std::string_view(name).substr(0, 11) == "aten::_fft_") return true;
+  for (std::string_view excluded : kNames) {
+    if (name == excluded) return true;
+  }
+  return false;
+}
+
+bool is_reduced(c10::ScalarType t) { return t == c10::ScalarType::Half || t == c10::ScalarType::BFloat16; }
+
+template <typename F>
+void for_each_tensor(const c10::IValue& value, F&& visit) {
+  if (value.isTensor()) {
+    visit(value.toTensor());
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) {
+      if (element.isTensor()) visit(element.toTensor());
+    }
+  }
+}
+
+// The one reduced dtype every floating tensor of the call has, or Undefined
+// where the call mixes precisions (the CPU kernel then decides, as it would:
+// promoting would accept an mm of half by float the part refuses), carries
+// complex or sparse tensors, or has no reduced tensor. A 0-dim float tensor
+// does not count: type promotion lets the dimensioned tensors decide.
+c10::ScalarType common_reduced_dtype(c10::ArrayRef<c10::IValue> args) {
+  c10::ScalarType reduced = c10::ScalarType::Undefined;
+  bool refused = false;
+  for (const c10::IValue& arg : args) {
+    for_each_tensor(arg, [&](const at::Tensor& t) {
+      if (!t.defined() || refused) return;
+      if (t.layout() != c10::kStrided || at::isComplexType(t.scalar_type())) {
+        refused = true;
+      } else if (is_reduced(t.scalar_type())) {
+        refused = reduced != c10::ScalarType::Undefined && reduced != t.scalar_type();
+        reduced = t.scalar_type();
+      } else if (at::isFloatingType(t.scalar_type()) && t.dim() > 0) {
+        refused = true;
+      }
+    });
+  }
+  return refused ? c10::ScalarType::Undefined : reduced;
+}
+
+bool writes(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args, size_t i) {
+  return ref.arg_written[i] || ref.writes_unannounced(i, args);
+}
+
+// Whether a written tensor shares memory with another of the call's tensors: copies
+// would part them, and the CPU kernel's overlap checks would no longer see it.
+bool written_overlaps_another(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args) {
+  std::vector<at::Tensor> all, written;
+  for (size_t i = 0; i < args.size(); ++i) {
+    for_each_tensor(args[i], [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      all.push_back(t);
+      if (writes(ref, args, i)) written.push_back(t);
+    });
+  }
+  for (const at::Tensor& w : written) {
+    for (const at::Tensor& t : all) {
+      if (t.unsafeGetTensorImpl() != w.unsafeGetTensorImpl() && t.storage().is_alias_of(w.storage())) return true;
+    }
+  }
+  return false;
+}
+
+bool draws_randomness(const ReferenceOp& ref) {
+  if (ref.hidden_randomness) return true;
+  for (ReferenceOp::Arg kind : ref.args) {
+    if (kind == ReferenceOp::Arg::Generator) return true;
+  }
+  return false;
+}
+
+} // namespace
+
+void set_reduced_precision_in_float32(bool on) { enabled.store(on); }
+bool reduced_precision_in_float32() { return enabled.load(); }
+
+FloatPromotion::FloatPromotion(const ReferenceOp& ref, torch::jit::Stack& stack) : op_name_(&ref.name) {
+  if (!enabled.load(std::memory_order_relaxed) || draws_randomness(ref)) return;
+  const size_t first = stack.size() - ref.num_args();
+  const auto args = c10::ArrayRef<c10::IValue>(stack).slice(first, ref.num_args());
+  if (keeps_its_precision(ref, args)) return;
+  const c10::ScalarType reduced = common_reduced_dtype(args);
+  if (reduced == c10::ScalarType::Undefined || written_overlaps_another(ref, args)) return;
+  reduced_ = reduced;
+  // One copy per tensor: a tensor passed twice (self and out=) stays one tensor.
+  std::vector<std::tuple<const c10::TensorImpl*, at::Tensor, bool>> copies;  // (tensor, copy, written)
+  auto promoted = [&](const at::Tensor& t, bool written) -> at::Tensor {
+    if (!t.defined() || t.scalar_type() != reduced) return t;
+    for (auto& [impl, copy, copy_written] : copies) {
+      if (impl != t.unsafeGetTensorImpl()) continue;
+      if (written && !copy_written) {  // (read as self before it is written as out=)
+        written_.emplace_back(t, copy);
+        copy_written = true;
+      }
+      return copy;
+    }
+    at::Tensor copy = t.to(at::kFloat);
+    copies.emplace_back(t.unsafeGetTensorImpl(), copy, written);
+    if (written) written_.emplace_back(t, copy);
+    return copy;
+  };
+  for (size_t i = 0; i < ref.num_args(); ++i) {
+    c10::IValue& arg = stack[first + i];
+    const bool written = writes(ref, args, i);
+    if (arg.isTensor()) {
+      arg = promoted(arg.toTensor(), written);
+    } else if (arg.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : arg.toTensorVector()) list.push_back(promoted(t, written));
+      arg = std::move(list);
+    } else if (arg.isList() && ref.args[i] == ReferenceOp::Arg::OptionalTensorList) {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const c10::IValue& element : arg.toListRef()) {
+        list.push_back(element.isTensor() ? std::optional<at::Tensor>(promoted(element.toTensor(), written))
+                                          : std::nullopt);
+      }
+      arg = std::move(list);
+    }
+  }
+}
+
+void FloatPromotion::write_back() const {
+  for (const auto& [original, copy] : written_) {
+    if (original.sizes() != copy.sizes()) {
+      TORCH_CHECK(original.storage().resizable(), *op_name_, ": its CPU kernel reshaped a written argument to ", copy.sizes(),
+                  ", where its meta kernel announced ", original.sizes());
+      original.resize_(copy.sizes());
+    }
+    original.copy_(copy);
+  }
+}
+
+void FloatPromotion::round_results(torch::jit::Stack& results, size_t count) const {
+  if (!active()) return;
+  auto rounded = [&](const at::Tensor& t) {
+    return t.defined() && t.scalar_type() == at::kFloat ? t.to(reduced_) : t;
+  };
+  for (size_t r = 0; r < count && r < results.size(); ++r) {
+    c10::IValue& result = results[r];
+    if (result.isTensor()) {
+      result = rounded(result.toTensor());
+    } else if (result.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : result.toTensorVector()) list.push_back(rounded(t));
+      result = std::move(list);
+    }
+  }
+}
+
+} // namespace simhpu
