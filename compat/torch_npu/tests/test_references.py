@@ -359,3 +359,68 @@ def test_out_takes_a_tuple_for_named_outputs_and_says_how_many():
     assert first.cpu().tolist() == [2.0] * 3 and second.cpu().tolist() == [2.0] * 3
     with pytest.raises(TypeError, match=r"torch_npu.npu_test_pair: out= takes 2 tensors \(first, second\), got 1"):
         torch_npu.npu_test_pair(torch.ones(3, device="npu"), out=(first,))
+
+
+def test_max_and_min_along_a_dim_give_int32_indices_and_their_gradient():
+    x = torch.randn(3, 5, 4, dtype=torch.float64)
+    for op, torch_op in ((torch_npu.npu_max, torch.max), (torch_npu.npu_min, torch.min)):
+        for keepdim in (False, True):
+            values, indices = op(x.npu(), 1, keepdim)
+            expected_values, expected_indices = torch_op(x, 1, keepdim)
+            assert indices.dtype == torch.int32 and torch.equal(indices.cpu().long(), expected_indices)
+            assert_close(values.cpu(), expected_values)
+            leaf = x.npu().requires_grad_()
+            assert torch.autograd.gradcheck(lambda t: op(t, 1, keepdim)[0], (leaf,))
+
+
+def test_broadcast_batch_norm_reduce_and_masked_fill_range():
+    row = torch.tensor([1, 2, 3])
+    broadcast = torch_npu.npu_broadcast(row.npu(), (3, 3))
+    assert torch.equal(broadcast.cpu(), row.expand(3, 3)) and broadcast.is_contiguous()
+    x = torch.rand(2, 3, 4, 5, dtype=torch.float16) * 9 + 1
+    total, squares = torch_npu.batch_norm_reduce(x.npu(), 1e-5)
+    assert total.dtype == squares.dtype == torch.float32
+    assert_close(total.cpu(), x.float().sum((0, 2, 3)))
+    assert_close(squares.cpu(), (x.float() ** 2).sum((0, 2, 3)))
+    # Along the last axis, range j fills row j; along another axis, every row; later ranges win.
+    x = torch.zeros(3, 2, 6)
+    start, end = torch.tensor([[0, 2, 1], [1, 0, 0]], dtype=torch.int32), torch.tensor([[2, 5, 2], [2, 1, 1]], dtype=torch.int32)
+    value = torch.tensor([7.0, 9.0])
+    expected = x.clone()
+    for i in range(2):
+        for j in range(3):
+            expected[j, :, start[i, j]:end[i, j]] = value[i]
+    assert torch.equal(torch_npu.npu_masked_fill_range(*npu(x, start, end, value), 2).cpu(), expected)
+    expected = x.clone()
+    for i in range(2):
+        for j in range(3):
+            expected[start[i, j]:end[i, j]] = value[i]
+    assert torch.equal(torch_npu.npu_masked_fill_range(*npu(x, start, end, value), 0).cpu(), expected)
+
+
+def test_bounding_box_encode_and_decode_are_inverses():
+    anchors = torch.tensor([[1.0, 2.0, 3.0, 4.0], [3.0, 4.0, 9.0, 6.0], [0.0, 0.0, 20.0, 10.0]])
+    truths = torch.tensor([[2.0, 2.5, 5.0, 7.0], [4.0, 3.0, 8.0, 9.0], [1.0, 2.0, 15.0, 12.0]])
+    means, stds = [0.1, -0.1, 0.0, 0.05], [0.1, 0.1, 0.2, 0.2]
+    deltas = torch_npu.npu_bounding_box_encode(*npu(anchors, truths), *means, *stds)
+    # the first box by hand: centres (2, 3) and (3.5, 4.75), sizes counting both edge pixels (3, 3) and (4, 5.5)
+    assert_close(deltas.cpu()[0], (torch.tensor([1.5 / 3, 1.75 / 3, torch.log(torch.tensor(4 / 3)).item(),
+                                                 torch.log(torch.tensor(5.5 / 3)).item()]) - torch.tensor(means))
+                 / torch.tensor(stds))
+    boxes = torch_npu.npu_bounding_box_decode(anchors.npu(), deltas, *means, *stds, (100, 100), 16 / 1000)
+    assert_close(boxes.cpu(), truths)
+    clipped = torch_npu.npu_bounding_box_decode(anchors.npu(), deltas, *means, *stds, (8, 6), 16 / 1000)
+    assert_close(clipped.cpu(), torch.stack([truths[:, 0].clamp(0, 5), truths[:, 1].clamp(0, 7),
+                                             truths[:, 2].clamp(0, 5), truths[:, 3].clamp(0, 7)], -1))
+    with pytest.raises(RuntimeError, match=r"npu::npu_bounding_box_decode: max_shape must be \(height, width\)"):
+        torch_npu.npu_bounding_box_decode(anchors.npu(), deltas, *means, *stds, (8,), 0.016)
+    with pytest.raises(RuntimeError, match=r"npu::batch_norm_reduce: the dim input tensor must be 2 or more"):
+        torch_npu.batch_norm_reduce(torch.ones(3).npu(), 1e-5)
+    assert torch.ones(3, device="npu").sum().item() == 3
+
+
+def test_reduced_precision_is_computed_in_float32_in_an_npu_process():
+    from torch_simhpu import _C
+    assert _C._reduced_precision_in_float32()
+    x = torch.randn(1, 2, 4, 4, 4, dtype=torch.float16)  # (the CPU has no half avg_pool3d)
+    assert_close(F.avg_pool3d(x.npu(), 2).cpu(), F.avg_pool3d(x.float(), 2).half(), rtol=0, atol=0)

@@ -636,3 +636,95 @@ def rotary_mul_backward(grad, x, r1, r2, rotary_mode: str):
     grad_r1 = (g * xf).sum_to_size(r1.shape)
     grad_r2 = (g * rotated).sum_to_size(r2.shape)
     return grad_x.to(x.dtype), grad_r1.to(r1.dtype), grad_r2.to(r2.dtype)
+
+
+def max_dim(x: torch.Tensor, dim: int, keepdim: bool):
+    """torch.max along dim, its indices in int32 as the part gives them."""
+    values, indices = torch.max(x, dim, keepdim)
+    return values, indices.int()
+
+
+def min_dim(x: torch.Tensor, dim: int, keepdim: bool):
+    values, indices = torch.min(x, dim, keepdim)
+    return values, indices.int()
+
+
+def reduce_dim_backward(grad: torch.Tensor, dim: int, indices: torch.Tensor, sizes, keepdim: bool) -> torch.Tensor:
+    """npu_max's and npu_min's backward: grad scattered to where each extreme was."""
+    if not keepdim and len(sizes) > 0:
+        grad, indices = grad.unsqueeze(dim), indices.unsqueeze(dim)
+    return grad.new_zeros(sizes).scatter(dim, indices.long(), grad)
+
+
+def broadcast(x: torch.Tensor, size) -> torch.Tensor:
+    """x expanded to size, in memory of its own (not a view, as on the part)."""
+    return x.expand(size).contiguous()
+
+
+def batch_norm_reduce(x: torch.Tensor, eps: float):
+    """The per-channel sum and sum of squares BatchNorm's statistics start from, in float32 (eps unused)."""
+    _check(x.dim() >= 2, "batch_norm_reduce", f"the dim input tensor must be 2 or more, got {x.dim()}")
+    dims = [d for d in range(x.dim()) if d != 1]
+    wide = x.float()
+    return wide.sum(dims), (wide * wide).sum(dims)
+
+
+def masked_fill_range(x: torch.Tensor, start: torch.Tensor, end: torch.Tensor, value: torch.Tensor, axis: int):
+    """x with [start[i, j], end[i, j]) along axis set to value[i]: along the last axis of a tensor of
+    2 or more dims, in row j of dim 0; along another axis, in every row. Later ranges win."""
+    op = "npu_masked_fill_range"
+    _check(start.dim() == 2 and start.shape == end.shape, op,
+           f"start and end must be 2-d of one shape, got {tuple(start.shape)} and {tuple(end.shape)}")
+    _check(value.numel() >= start.size(0), op, f"value has {value.numel()} elements for {start.size(0)} ranges")
+    axis = axis % x.dim()
+    along_rows = axis == x.dim() - 1 and x.dim() >= 2
+    if along_rows:
+        _check(start.size(1) <= x.size(0), op, f"{start.size(1)} rows of ranges for an input of {x.size(0)} rows")
+    positions = torch.arange(x.size(axis), device=x.device)
+    out = x.clone()
+    for i in range(start.size(0)):
+        inside = (positions >= start[i].unsqueeze(-1)) & (positions < end[i].unsqueeze(-1))  # (rows, L)
+        if along_rows:
+            rows = torch.zeros(x.size(0), x.size(axis), dtype=torch.bool, device=x.device)
+            rows[: start.size(1)] = inside
+            mask = rows.view([x.size(0)] + [1] * (x.dim() - 2) + [x.size(axis)])
+        else:
+            mask = inside.any(0).view([-1 if d == axis else 1 for d in range(x.dim())])
+        out = torch.where(mask, value.reshape(-1)[i].to(x.dtype), out)
+    return out
+
+
+def _boxes(boxes: torch.Tensor):
+    """Centres and sizes of (x1, y1, x2, y2) boxes, a box's size counting both edge pixels."""
+    x1, y1, x2, y2 = boxes.float().unbind(-1)
+    return (x1 + x2) * 0.5, (y1 + y2) * 0.5, x2 - x1 + 1.0, y2 - y1 + 1.0
+
+
+def bounding_box_encode(anchors, ground_truth, means, stds) -> torch.Tensor:
+    """The deltas (dx, dy, dw, dh) that take each anchor to its ground-truth box, normalised by means and stds."""
+    op = "npu_bounding_box_encode"
+    _check(anchors.dim() == 2 and anchors.size(-1) == 4 and anchors.shape == ground_truth.shape, op,
+           f"anchor_box and ground_truth_box must be (N, 4) alike, got {tuple(anchors.shape)} and "
+           f"{tuple(ground_truth.shape)}")
+    px, py, pw, ph = _boxes(anchors)
+    gx, gy, gw, gh = _boxes(ground_truth)
+    deltas = torch.stack([(gx - px) / pw, (gy - py) / ph, torch.log(gw / pw), torch.log(gh / ph)], -1)
+    return ((deltas - deltas.new_tensor(means)) / deltas.new_tensor(stds)).to(anchors.dtype)
+
+
+def bounding_box_decode(rois, deltas, means, stds, max_shape, wh_ratio_clip: float) -> torch.Tensor:
+    """The boxes deltas take rois to (encode's inverse), sizes clipped to wh_ratio_clip's ratio and
+    corners to max_shape (height, width)."""
+    op = "npu_bounding_box_decode"
+    _check(rois.dim() == 2 and rois.size(-1) == 4 and rois.shape == deltas.shape, op,
+           f"rois and deltas must be (N, 4) alike, got {tuple(rois.shape)} and {tuple(deltas.shape)}")
+    _check(len(max_shape) == 2, op, f"max_shape must be (height, width), got {list(max_shape)}")
+    d = deltas.float() * deltas.new_tensor(stds, dtype=torch.float32) + deltas.new_tensor(means, dtype=torch.float32)
+    limit = abs(torch.log(torch.tensor(wh_ratio_clip)).item())
+    dx, dy, dw, dh = d[:, 0], d[:, 1], d[:, 2].clamp(-limit, limit), d[:, 3].clamp(-limit, limit)
+    px, py, pw, ph = _boxes(rois)
+    gx, gy, gw, gh = px + pw * dx, py + ph * dy, pw * dw.exp(), ph * dh.exp()
+    height, width = max_shape
+    boxes = torch.stack([(gx - gw * 0.5 + 0.5).clamp(0, width - 1), (gy - gh * 0.5 + 0.5).clamp(0, height - 1),
+                         (gx + gw * 0.5 - 0.5).clamp(0, width - 1), (gy + gh * 0.5 - 0.5).clamp(0, height - 1)], -1)
+    return boxes.to(rois.dtype)
