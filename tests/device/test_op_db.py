@@ -5,19 +5,12 @@ variant on a strided view, the out= variant, and gradients. Each must give the
 CPU's result (random ops: the CPU's shapes and dtypes), and what the CPU rejects
 the device must reject too. See tests/device/opdb/harness.py for how a case runs.
 """
-import importlib.util
-import os
-import sys
 
 import pytest
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
-_spec = importlib.util.spec_from_file_location(
-    "opdb_harness", os.path.join(os.path.dirname(__file__), "opdb", "harness.py"))
-harness = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = harness  # dataclasses look their module up there
-_spec.loader.exec_module(harness)
+import opdb_harness as harness  # (loaded by conftest.py)
 
 def _cases():
     for op in op_db:

@@ -8,20 +8,12 @@ that differs from CPU eager is checked against the same compile on the CPU.
 Random ops and what the CPU rejects are not cases here (tests/device/test_op_db.py
 covers them eagerly).
 """
-import importlib.util
-import os
-import sys
 
 import pytest
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
-_spec = importlib.util.spec_from_file_location(
-    "opdb_harness", os.path.join(os.path.dirname(__file__), "opdb", "harness.py"))
-harness = sys.modules.get(_spec.name) or importlib.util.module_from_spec(_spec)
-if _spec.name not in sys.modules:
-    sys.modules[_spec.name] = harness
-    _spec.loader.exec_module(harness)
+import opdb_harness as harness  # (loaded by conftest.py)
 
 SAMPLES = 2
 SELECTED = sorted(op_db, key=lambda op: (op.name, op.variant_test_name))[::4]

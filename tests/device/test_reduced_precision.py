@@ -8,9 +8,6 @@ bfloat16 result (it was not: mixed precisions, randomness). Beside it, what the 
 (a result the CPU's step-by-step rounding gets wrong, kernels the CPU has no reduced dtype for),
 and what it must not change (in-place writes, mixed dtypes the CPU refuses, the setting's scope).
 """
-import importlib.util
-import os
-import sys
 
 import pytest
 import torch
@@ -21,12 +18,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 import torch_simhpu
 from torch_simhpu import _C
 
-_spec = importlib.util.spec_from_file_location(
-    "opdb_harness", os.path.join(os.path.dirname(__file__), "opdb", "harness.py"))
-harness = sys.modules.get(_spec.name) or importlib.util.module_from_spec(_spec)
-if _spec.name not in sys.modules:
-    sys.modules[_spec.name] = harness
-    _spec.loader.exec_module(harness)
+import opdb_harness as harness  # (loaded by conftest.py)
 
 MODES = ("forward", "inplace", "out")
 
