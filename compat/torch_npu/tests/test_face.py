@@ -100,3 +100,25 @@ def test_an_operator_nobody_declared_is_named():
         torch_npu.npu_no_such_op
     torch.npu.synchronize()
     assert torch.ones(2, device="npu").sum().item() == 2
+
+
+def test_contrib_drop_path_and_dropout_with_byte_mask_modules():
+    from torch_npu.contrib.function import npu_functional
+    from torch_npu.contrib.module import DropoutWithByteMask, NpuDropPath
+    torch.manual_seed(0)
+    x = torch.randn(400, 8, device="npu")
+    drop_path = NpuDropPath(0.5).npu()
+    out = drop_path(x).cpu()
+    zeroed = (out == 0).all(1)
+    assert 0.35 < zeroed.float().mean() < 0.65  # whole samples dropped
+    torch.testing.assert_close(out[~zeroed], x.cpu()[~zeroed] * 2)
+    drop_path.eval()
+    assert torch.equal(drop_path(x).cpu(), x.cpu())
+    dropout = DropoutWithByteMask(p=0.2).npu()
+    kept = dropout(x).cpu() != 0
+    assert 0.7 < kept.float().mean() < 0.9
+    dropout.eval()
+    assert torch.equal(dropout(x).cpu(), x.cpu())
+    assert npu_functional.dropout_with_byte_mask(x, 0.2).shape == x.shape
+    with pytest.raises(ValueError, match="NpuDropPath: drop_prob must be in"):
+        NpuDropPath(1.5)

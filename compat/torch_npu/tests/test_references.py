@@ -424,3 +424,20 @@ def test_reduced_precision_is_computed_in_float32_in_an_npu_process():
     assert _C._reduced_precision_in_float32()
     x = torch.randn(1, 2, 4, 4, 4, dtype=torch.float16)  # (the CPU has no half avg_pool3d)
     assert_close(F.avg_pool3d(x.npu(), 2).cpu(), F.avg_pool3d(x.float(), 2).half(), rtol=0, atol=0)
+
+
+def test_dropout_with_byte_mask_keeps_its_mask_as_bytes_and_its_gradient_follows_it():
+    torch.manual_seed(0)
+    x = torch.rand(64, 128).npu().requires_grad_()
+    out, mask = torch.ops.npu._dropout_with_byte_mask(x, 0.25)
+    assert mask.dtype == torch.uint8 and set(mask.unique().cpu().tolist()) <= {0, 1}
+    kept = mask.bool().cpu()
+    assert 0.7 < kept.float().mean() < 0.8
+    assert_close(out.detach().cpu(), torch.where(kept, x.detach().cpu() / 0.75, torch.zeros(())))
+    out.sum().backward()
+    assert_close(x.grad.cpu(), kept.float() / 0.75)
+    assert_close(torch.ops.npu._dropout_with_byte_mask_backward(torch.ones(64, 128).npu(), mask, 0.25).cpu(),
+                 kept.float() / 0.75)
+    assert torch.equal(torch_npu.dropout_with_byte_mask(x.detach(), 0.25, False).cpu(), x.detach().cpu())
+    with pytest.raises(RuntimeError, match=r"npu::_dropout_with_byte_mask_backward: mask must be uint8"):
+        torch.ops.npu._dropout_with_byte_mask_backward(torch.ones(2).npu(), torch.ones(2).npu(), 0.5)

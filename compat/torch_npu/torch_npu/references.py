@@ -728,3 +728,20 @@ def bounding_box_decode(rois, deltas, means, stds, max_shape, wh_ratio_clip: flo
     boxes = torch.stack([(gx - gw * 0.5 + 0.5).clamp(0, width - 1), (gy - gh * 0.5 + 0.5).clamp(0, height - 1),
                          (gx + gw * 0.5 - 0.5).clamp(0, width - 1), (gy + gh * 0.5 - 0.5).clamp(0, height - 1)], -1)
     return boxes.to(rois.dtype)
+
+
+def dropout_with_byte_mask(x: torch.Tensor, p: float):
+    """Dropout keeping its mask as bytes (uint8, 1 where kept): the output, kept elements scaled by
+    1 / (1 - p), and the mask."""
+    _check(0.0 <= p <= 1.0, "_dropout_with_byte_mask", f"p must be in [0, 1], got {p}")
+    if p == 1.0:
+        mask = torch.zeros_like(x, dtype=torch.uint8)
+        return x * 0, mask
+    mask = (torch.rand_like(x, dtype=torch.float32) >= p).to(torch.uint8)
+    return dropout_with_byte_mask_backward(x, mask, p), mask
+
+
+def dropout_with_byte_mask_backward(grad: torch.Tensor, mask: torch.Tensor, p: float) -> torch.Tensor:
+    _check(mask.dtype == torch.uint8, "_dropout_with_byte_mask_backward", f"mask must be uint8, got {mask.dtype}")
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return (_float(grad) * mask * scale).to(grad.dtype)
