@@ -122,3 +122,17 @@ def test_contrib_drop_path_and_dropout_with_byte_mask_modules():
     assert npu_functional.dropout_with_byte_mask(x, 0.2).shape == x.shape
     with pytest.raises(ValueError, match="NpuDropPath: drop_prob must be in"):
         NpuDropPath(1.5)
+
+
+def test_npu_get_option_reads_the_settings_and_what_a_program_writes_back():
+    saved = torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT")
+    try:
+        torch.npu.config.allow_internal_format = True
+        assert torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT") == b"enable"
+        torch.npu.config.allow_internal_format = b"disable"  # (op-plugin's tests restore what they read)
+        assert torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT") == b"disable"
+        torch_npu._C._npu_setOption({"ACL_OP_COMPILER_CACHE_MODE": "disable"})
+        assert torch_npu._C._npu_getOption("ACL_OP_COMPILER_CACHE_MODE") == b"disable"
+        assert torch_npu._C._npu_getOption("NEVER_SET") is None
+    finally:
+        torch.npu.config.allow_internal_format = saved
