@@ -136,3 +136,15 @@ def test_npu_get_option_reads_the_settings_and_what_a_program_writes_back():
         assert torch_npu._C._npu_getOption("NEVER_SET") is None
     finally:
         torch.npu.config.allow_internal_format = saved
+
+
+def test_copy_memory_copies_in_stream_order_and_refuses_what_is_not_a_memory_copy():
+    a, b = torch.arange(6.0, device="npu").view(2, 3), torch.ones(2, 3, device="npu")
+    product = a * b
+    assert torch_npu.copy_memory_(product, a + b) is product
+    assert torch.equal(product.cpu(), torch.arange(6.0).view(2, 3) + 1)
+    with pytest.raises(RuntimeError, match=r"copy_memory_: self \(torch.float32, \[2, 3\]\) and src \(torch.int64"):
+        torch_npu.copy_memory_(product, torch.ones(2, 3, dtype=torch.long, device="npu"))
+    with pytest.raises(RuntimeError, match="copy_memory_: src must be a tensor on the npu, got cpu"):
+        torch_npu.copy_memory_(product, torch.ones(2, 3))
+    assert torch.ones(3, device="npu").sum().item() == 3
