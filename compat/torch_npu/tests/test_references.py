@@ -441,3 +441,22 @@ def test_dropout_with_byte_mask_keeps_its_mask_as_bytes_and_its_gradient_follows
     assert torch.equal(torch_npu.dropout_with_byte_mask(x.detach(), 0.25, False).cpu(), x.detach().cpu())
     with pytest.raises(RuntimeError, match=r"npu::_dropout_with_byte_mask_backward: mask must be uint8"):
         torch.ops.npu._dropout_with_byte_mask_backward(torch.ones(2).npu(), torch.ones(2).npu(), 0.5)
+
+
+def test_batch_norm_gather_stats_update_from_the_ranks_sums():
+    # Two ranks' halves of one batch: their sums and counts give the whole batch's statistics.
+    x = torch.randn(6, 3, 4, 4, dtype=torch.float64)
+    halves = x[:2], x[2:]
+    sums = torch.stack([h.sum((0, 2, 3)) for h in halves])
+    squares = torch.stack([(h * h).sum((0, 2, 3)) for h in halves])
+    counts = torch.tensor([h.numel() // 3 for h in halves], dtype=torch.float64)
+    running_mean, running_var = torch.zeros(3, dtype=torch.float64).npu(), torch.ones(3, dtype=torch.float64).npu()
+    mean, invstd = torch_npu.batch_norm_gather_stats_update(*npu(x, sums, squares), running_mean, running_var, 0.1,
+                                                             1e-5, counts.npu())
+    whole_mean, whole_var = x.mean((0, 2, 3)), x.var((0, 2, 3), unbiased=False)
+    assert_close(mean.cpu(), whole_mean)
+    assert_close(invstd.cpu(), (whole_var + 1e-5).rsqrt())
+    assert_close(running_mean.cpu(), 0.1 * whole_mean)
+    assert_close(running_var.cpu(), 0.1 * whole_var + 0.9)
+    with pytest.raises(RuntimeError, match=r"npu::batch_norm_gather_stats_update: counts must hold one count per rank \(2\)"):
+        torch_npu.batch_norm_gather_stats_update(*npu(x, sums, squares), None, None, 0.1, 1e-5, torch.ones(3).npu())

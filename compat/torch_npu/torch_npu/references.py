@@ -745,3 +745,26 @@ def dropout_with_byte_mask_backward(grad: torch.Tensor, mask: torch.Tensor, p: f
     _check(mask.dtype == torch.uint8, "_dropout_with_byte_mask_backward", f"mask must be uint8, got {mask.dtype}")
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     return (_float(grad) * mask * scale).to(grad.dtype)
+
+
+def batch_norm_gather_stats_update(x, sums, square_sums, running_mean, running_var, momentum: float, eps: float,
+                                   counts):
+    """SyncBatchNorm's gather: each rank's per-channel sum and sum of squares (rows of `sums` and
+    `square_sums`, op-plugin's `mean` and `invstd`) over its `counts` elements give the global mean and
+    invstd; running_mean and running_var move toward them by momentum, in place, as on the part."""
+    op = "batch_norm_gather_stats_update"
+    _check(sums.dim() == 2 and sums.shape == square_sums.shape, op,
+           f"mean and invstd (the ranks' sums) must be 2-d of one shape, got {list(sums.shape)} and "
+           f"{list(square_sums.shape)}")
+    _check(counts.shape == (sums.size(0),), op, f"counts must hold one count per rank ({sums.size(0)}), "
+                                                f"got shape {list(counts.shape)}")
+    _check(x.dim() >= 2 and x.size(1) == sums.size(1), op,
+           f"input's channels ({x.size(1) if x.dim() >= 2 else 'none'}) must be the sums' {sums.size(1)}")
+    total = counts.float().sum()
+    mean = sums.float().sum(0) / total
+    var = square_sums.float().sum(0) / total - mean * mean
+    with torch.no_grad():
+        for running, now in ((running_mean, mean), (running_var, var)):
+            if running is not None:
+                running.copy_(momentum * now + (1.0 - momentum) * running.float())
+    return mean.to(sums.dtype), torch.rsqrt(var + eps).to(sums.dtype)
