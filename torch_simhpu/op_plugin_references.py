@@ -124,6 +124,12 @@ def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rule
     returns = len(reference.schema.returns)
     tensor_returns = [isinstance(r.type, torch.TensorType) for r in parsed.returns]
     list_returns = [isinstance(r.type, torch.ListType) for r in parsed.returns]
+    # An out= overload's returns are its written arguments themselves (Tensor(a!)), which the reference
+    # writes: the call returns those tensors, not copies.
+    written_argument = {i: a.name for i, r in enumerate(parsed.returns) if r.alias_info is not None
+                        for a in parsed.arguments
+                        if a.alias_info is not None and a.alias_info.is_write
+                        and a.alias_info.before_set == r.alias_info.before_set}
     # The expression can name nothing but its arguments, torch and the helpers (read_references); C code
     # it calls may still import lazily, which looks __import__ up in the calling frame's builtins.
     scope = {"__builtins__": {"__import__": builtins.__import__}, "torch": torch, **helpers}
@@ -143,8 +149,9 @@ def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rule
                        for o, is_list in zip(outputs, list_returns)):
             raise RuntimeError(f"{qualname} ({reference.where}): its reference gives {len(outputs)} values, the "
                                f"schema returns {reference.schema.returns}: fix the reference")
-        outputs = [[_own(t, inputs) for t in o] if is_list else _own(o, inputs) if isinstance(o, torch.Tensor) else o
-                   for o, is_list in zip(outputs, list_returns)]
+        outputs = [values[written_argument[i]] if i in written_argument
+                   else [_own(t, inputs) for t in o] if is_list else _own(o, inputs) if isinstance(o, torch.Tensor) else o
+                   for i, (o, is_list) in enumerate(zip(outputs, list_returns))]
         if rules is not None:
             _check_rules(qualname, rules, rules_where, names, args, kwargs,
                          [o for o, t in zip(outputs, tensor_returns) if t], op_plugin)

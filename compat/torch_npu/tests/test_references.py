@@ -460,3 +460,23 @@ def test_batch_norm_gather_stats_update_from_the_ranks_sums():
     assert_close(running_var.cpu(), 0.1 * whole_var + 0.9)
     with pytest.raises(RuntimeError, match=r"npu::batch_norm_gather_stats_update: counts must hold one count per rank \(2\)"):
         torch_npu.batch_norm_gather_stats_update(*npu(x, sums, squares), None, None, 0.1, 1e-5, torch.ones(3).npu())
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_apply_adam_writes_one_step_into_its_out_tensors_and_returns_them(nesterov):
+    torch.manual_seed(0)
+    var, m, grad = (torch.randn(3, 5, dtype=torch.float64) for _ in range(3))
+    v = torch.rand(3, 5, dtype=torch.float64)
+    b1p, b2p, lr, b1, b2, eps = 0.9 ** 3, 0.999 ** 3, 0.01, 0.9, 0.999, 1e-8
+    m_t = b1 * m + (1 - b1) * grad
+    v_t = b2 * v + (1 - b2) * grad * grad
+    step = lr * (1 - b2p) ** 0.5 / (1 - b1p)
+    var_t = var - step * (b1 * m_t + (1 - b1) * grad if nesterov else m_t) / (eps + v_t.sqrt())
+    out = npu(var, m, v)
+    result = torch_npu.npu_apply_adam(b1p, b2p, lr, b1, b2, eps, grad.npu(), False, nesterov, out=tuple(out))
+    assert all(r is o for r, o in zip(result, out))  # (Tensor(a!) returns: the out tensors themselves)
+    for got, expected in zip(out, (var_t, m_t, v_t)):
+        assert_close(got.cpu(), expected)
+    with pytest.raises(RuntimeError, match=r"npu::npu_apply_adam: m must have grad's shape \[3, 5\]"):
+        torch_npu.npu_apply_adam(b1p, b2p, lr, b1, b2, eps, grad.npu(), False, False,
+                                 out=(var.npu(), torch.zeros(2).double().npu(), v.npu()))

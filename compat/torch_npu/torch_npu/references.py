@@ -768,3 +768,28 @@ def batch_norm_gather_stats_update(x, sums, square_sums, running_mean, running_v
             if running is not None:
                 running.copy_(momentum * now + (1.0 - momentum) * running.float())
     return mean.to(sums.dtype), torch.rsqrt(var + eps).to(sums.dtype)
+
+
+def apply_adam(beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, use_nesterov, var, m, v):
+    """One Adam step (TensorFlow's ApplyAdam) written into var, m and v, in the order and at the dtype
+    of Ascend's kernel: m += (beta1 - 1)(m - grad); v += (beta2 - 1)(v - grad^2); var -= lr_t * m /
+    (epsilon + sqrt(v)) with lr_t = lr sqrt(1 - beta2_power) / (1 - beta1_power), and Nesterov's
+    look-ahead beta1 m + (1 - beta1) grad in m's place when use_nesterov."""
+    op = "npu_apply_adam"
+    for name, tensor in (("var", var), ("m", m), ("v", v)):
+        _check(tensor.shape == grad.shape and tensor.dtype == grad.dtype, op,
+               f"{name} must have grad's shape {list(grad.shape)} and dtype {grad.dtype}, got "
+               f"{list(tensor.shape)} and {tensor.dtype}")
+
+    def constant(value):
+        return torch.tensor(value, dtype=grad.dtype, device=grad.device)
+
+    one, b1 = constant(1.0), constant(beta1)
+    m_t = m + (b1 - one) * (m - grad)
+    v_t = v + (constant(beta2) - one) * (v - grad * grad)
+    lr_t = constant(lr) * torch.sqrt(one - constant(beta2_power)) / (one - constant(beta1_power))
+    direction = m_t * b1 + (one - b1) * grad if use_nesterov else m_t
+    var_t = var - lr_t * direction / (torch.sqrt(v_t) + constant(epsilon))
+    with torch.no_grad():
+        var.copy_(var_t), m.copy_(m_t), v.copy_(v_t)
+    return var, m, v
