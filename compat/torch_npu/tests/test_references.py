@@ -480,3 +480,26 @@ def test_apply_adam_writes_one_step_into_its_out_tensors_and_returns_them(nester
     with pytest.raises(RuntimeError, match=r"npu::npu_apply_adam: m must have grad's shape \[3, 5\]"):
         torch_npu.npu_apply_adam(b1p, b2p, lr, b1, b2, eps, grad.npu(), False, False,
                                  out=(var.npu(), torch.zeros(2).double().npu(), v.npu()))
+
+
+@pytest.mark.parametrize("amsgrad,maximize", [(False, False), (False, True), (True, False)])
+def test_apply_adam_w_is_torch_optims_adamw_step(amsgrad, maximize):
+    """Three steps of torch.optim.AdamW, the third checked against npu_apply_adam_w from the state the
+    second left (the powers given are the betas' powers before the step)."""
+    torch.manual_seed(0)
+    lr, betas, eps, decay = 0.01, (0.9, 0.99), 1e-6, 0.05
+    param = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.AdamW([param], lr=lr, betas=betas, eps=eps, weight_decay=decay, amsgrad=amsgrad,
+                                  maximize=maximize)
+    for step in range(3):
+        param.grad = torch.randn_like(param)
+        if step == 2:
+            state = optimizer.state[param]
+            var, m, v = npu(param.detach().clone(), state["exp_avg"].clone(), state["exp_avg_sq"].clone())
+            max_v = state["max_exp_avg_sq"].clone().npu() if amsgrad else None
+            torch_npu.npu_apply_adam_w(betas[0] ** 2, betas[1] ** 2, lr, decay, *betas, eps, param.grad.npu(), max_v,
+                                       amsgrad, maximize, out=(var, m, v))
+        optimizer.step()
+    assert_close(var.cpu(), param.detach())
+    assert_close(m.cpu(), optimizer.state[param]["exp_avg"])
+    assert_close(v.cpu(), optimizer.state[param]["exp_avg_sq"])

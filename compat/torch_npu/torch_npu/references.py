@@ -793,3 +793,26 @@ def apply_adam(beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, use_ne
     with torch.no_grad():
         var.copy_(var_t), m.copy_(m_t), v.copy_(v_t)
     return var, m, v
+
+
+def apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsilon, grad, max_grad_norm, amsgrad,
+                 maximize, var, m, v):
+    """One AdamW step written into var, m and v. The powers given are the betas' powers before this
+    step (the kernel multiplies each by its beta); var decays by lr * weight_decay; with amsgrad, v's
+    running maximum max_grad_norm (read, not written) stands for v in the denominator; maximize
+    ascends."""
+    op = "npu_apply_adam_w"
+    for name, tensor in (("var", var), ("m", m), ("v", v)):
+        _check(tensor.shape == grad.shape and tensor.dtype == grad.dtype, op,
+               f"{name} must have grad's shape {list(grad.shape)} and dtype {grad.dtype}, got "
+               f"{list(tensor.shape)} and {tensor.dtype}")
+    _check(not amsgrad or max_grad_norm is not None, op, "amsgrad needs max_grad_norm")
+    g = -_float(grad) if maximize else _float(grad)
+    m_t = _float(m) * beta1 + g * (1.0 - beta1)
+    v_t = _float(v) * beta2 + g * g * (1.0 - beta2)
+    bias1, bias2 = 1.0 - beta1_power * beta1, 1.0 - beta2_power * beta2
+    second = torch.maximum(_float(max_grad_norm), v_t) if amsgrad else v_t
+    var_t = _float(var) * (1.0 - lr * weight_decay) - lr * m_t / bias1 / (torch.sqrt(second / bias2) + epsilon)
+    with torch.no_grad():
+        var.copy_(var_t), m.copy_(m_t), v.copy_(v_t)
+    return var, m, v
