@@ -3,7 +3,6 @@
 #include <ATen/core/List.h>
 
 #include <atomic>
-#include <cstring>
 #include <string_view>
 #include <tuple>
 

@@ -199,3 +199,13 @@ def test_a_call_that_names_its_result_dtype_keeps_it(promoted):
 
 def test_the_setting_is_off_in_a_simhpu_process():
     assert torch_simhpu._C._reduced_precision_in_float32() is False
+
+
+def test_a_synchronised_call_resizes_its_promoted_out_and_writes_it_back(promoted):
+    """masked_select's shape follows its mask's values: the synchronised path runs it on a host copy
+    of out=, which the promoted call's float32 copy resizes; the result lands in out, in half."""
+    x, mask = torch.randn(5, 4).half(), torch.rand(5, 4) > 0.5
+    out = torch.empty(0, dtype=torch.half, device="simhpu")
+    torch.masked_select(x.to("simhpu"), mask.to("simhpu"), out=out)
+    assert out.dtype == torch.half
+    torch.testing.assert_close(out.cpu(), torch.masked_select(x, mask), rtol=0, atol=0)

@@ -735,8 +735,7 @@ def dropout_with_byte_mask(x: torch.Tensor, p: float):
     1 / (1 - p), and the mask."""
     _check(0.0 <= p <= 1.0, "_dropout_with_byte_mask", f"p must be in [0, 1], got {p}")
     if p == 1.0:
-        mask = torch.zeros_like(x, dtype=torch.uint8)
-        return x * 0, mask
+        return torch.zeros_like(x), torch.zeros_like(x, dtype=torch.uint8)
     mask = (torch.rand_like(x, dtype=torch.float32) >= p).to(torch.uint8)
     return dropout_with_byte_mask_backward(x, mask, p), mask
 
@@ -770,16 +769,27 @@ def batch_norm_gather_stats_update(x, sums, square_sums, running_mean, running_v
     return mean.to(sums.dtype), torch.rsqrt(var + eps).to(sums.dtype)
 
 
+def _check_moments(op: str, grad, var, m, v) -> None:
+    for name, tensor in (("var", var), ("m", m), ("v", v)):
+        _check(tensor.shape == grad.shape and tensor.dtype == grad.dtype, op,
+               f"{name} must have grad's shape {list(grad.shape)} and dtype {grad.dtype}, got "
+               f"{list(tensor.shape)} and {tensor.dtype}")
+
+
+def _write_moments(outs, values):
+    """An optimizer step's new var, m and v written into its out= tensors, which it returns."""
+    with torch.no_grad():
+        for out, value in zip(outs, values):
+            out.copy_(value)
+    return outs
+
+
 def apply_adam(beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, use_nesterov, var, m, v):
     """One Adam step (TensorFlow's ApplyAdam) written into var, m and v, in the order and at the dtype
     of Ascend's kernel: m += (beta1 - 1)(m - grad); v += (beta2 - 1)(v - grad^2); var -= lr_t * m /
     (epsilon + sqrt(v)) with lr_t = lr sqrt(1 - beta2_power) / (1 - beta1_power), and Nesterov's
     look-ahead beta1 m + (1 - beta1) grad in m's place when use_nesterov."""
-    op = "npu_apply_adam"
-    for name, tensor in (("var", var), ("m", m), ("v", v)):
-        _check(tensor.shape == grad.shape and tensor.dtype == grad.dtype, op,
-               f"{name} must have grad's shape {list(grad.shape)} and dtype {grad.dtype}, got "
-               f"{list(tensor.shape)} and {tensor.dtype}")
+    _check_moments("npu_apply_adam", grad, var, m, v)
 
     def constant(value):
         return torch.tensor(value, dtype=grad.dtype, device=grad.device)
@@ -790,9 +800,7 @@ def apply_adam(beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, use_ne
     lr_t = constant(lr) * torch.sqrt(one - constant(beta2_power)) / (one - constant(beta1_power))
     direction = m_t * b1 + (one - b1) * grad if use_nesterov else m_t
     var_t = var - lr_t * direction / (torch.sqrt(v_t) + constant(epsilon))
-    with torch.no_grad():
-        var.copy_(var_t), m.copy_(m_t), v.copy_(v_t)
-    return var, m, v
+    return _write_moments((var, m, v), (var_t, m_t, v_t))
 
 
 def apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsilon, grad, max_grad_norm, amsgrad,
@@ -802,10 +810,7 @@ def apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsil
     running maximum max_grad_norm (read, not written) stands for v in the denominator; maximize
     ascends."""
     op = "npu_apply_adam_w"
-    for name, tensor in (("var", var), ("m", m), ("v", v)):
-        _check(tensor.shape == grad.shape and tensor.dtype == grad.dtype, op,
-               f"{name} must have grad's shape {list(grad.shape)} and dtype {grad.dtype}, got "
-               f"{list(tensor.shape)} and {tensor.dtype}")
+    _check_moments(op, grad, var, m, v)
     _check(not amsgrad or max_grad_norm is not None, op, "amsgrad needs max_grad_norm")
     g = -_float(grad) if maximize else _float(grad)
     m_t = _float(m) * beta1 + g * (1.0 - beta1)
@@ -813,6 +818,4 @@ def apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsil
     bias1, bias2 = 1.0 - beta1_power * beta1, 1.0 - beta2_power * beta2
     second = torch.maximum(_float(max_grad_norm), v_t) if amsgrad else v_t
     var_t = _float(var) * (1.0 - lr * weight_decay) - lr * m_t / bias1 / (torch.sqrt(second / bias2) + epsilon)
-    with torch.no_grad():
-        var.copy_(var_t), m.copy_(m_t), v.copy_(v_t)
-    return var, m, v
+    return _write_moments((var, m, v), (var_t, m_t, v_t))
