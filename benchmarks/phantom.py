@@ -2,6 +2,7 @@
 
     python benchmarks/phantom.py            all rows
     python benchmarks/phantom.py --quick    skip the 70B row
+    python benchmarks/phantom.py --405b     the Llama 3 405B pipeline rows only
 
 Rows (each in a fresh process, SIMHPU_DEVICE_PROFILE=h100-sxm SIMHPU_EXECUTE=0):
 - the phantom launch path: launches per second of the runtime's own launch path
@@ -156,10 +157,115 @@ def titan_rows() -> None:
               f"{p['communication buffers']:>10} {p['activations and temporaries']:>11}")
 
 
+# The Llama 3 paper's 405B pre-training layouts (Table 4 of "The Llama 3 Herd of Models",
+# https://arxiv.org/abs/2407.21783): H100 SXM 80 GB at 700 W, bfloat16, 16M tokens a step.
+# (name, GPUs, tp, cp, pp, dp, sequence, sequences a DP rank a step, published TFLOP/s a GPU)
+LLAMA3_405B_ROWS = [
+    ("8,192 GPUs, TP 8 x PP 16 x DP 64, seq 8k", 8192, 8, 1, 16, 64, 8192, 32, 430),
+    ("16,384 GPUs, TP 8 x PP 16 x DP 128, seq 8k", 16384, 8, 1, 16, 128, 8192, 16, 400),
+]
+LLAMA3_405B = {"layers": 126, "dim": 16384, "parameters": 405.85e9}  # torchtitan's "405B" flavor, counted
+
+
+def model_flops_per_token(seq: int) -> float:
+    """6 x parameters plus causal attention's matmuls (forward and backward), per token."""
+    m = LLAMA3_405B
+    return 6 * m["parameters"] + 6 * m["layers"] * seq * m["dim"]
+
+
+def pss_of_tree(pid: int) -> int:
+    """Bytes the process and its descendants hold, each shared page counted once (their PSS summed)."""
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) * 1024
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                stack += [int(c) for c in f.read().split()]
+        except (OSError, StopIteration):
+            continue
+    return total
+
+
+def pipeline_job(folder: str, name: str, gpus: int, tp: int, cp: int, pp: int, dp: int, seq: int,
+                 sequences: int, steps: int = 2) -> dict:
+    """torchtitan's Llama 3 405B (unchanged) at a layout: one process a pipeline stage (the first rank
+    of each), their clocks joined; wall time, the memory of all of them (PSS, sampled), each stage's
+    step, bubble and memory."""
+    import threading
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from tests.titan_runs.harness import DEBUG_MODEL_TOML
+
+    toml = (DEBUG_MODEL_TOML.replace('flavor = "debugmodel"', 'flavor = "405B"')
+            .replace("tensor_parallel_degree = 1",
+                     f"tensor_parallel_degree = {tp}\ncontext_parallel_degree = {cp}\n"
+                     f"pipeline_parallel_degree = {pp}\npipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+                     "pipeline_parallel_microbatch_size = 1")
+            .replace('mode = "selective"', 'mode = "full"')  # (selective op AC runs out of the 80 GB at stage 0)
+            .replace("local_batch_size = 8", f"local_batch_size = {sequences}")
+            .replace("seq_len = 2048", f"seq_len = {seq}"))
+    config = Path(folder) / f"405b_{gpus}_{cp}.toml"
+    config.write_text(toml)
+    ranks = ",".join(str(stage * gpus // pp) for stage in range(pp))
+    command = [sys.executable, "-m", "torch_simhpu.simulation", "--profile", "h100-sxm", "--world", str(gpus),
+               "--rank", ranks, "-m", "torchtitan.train", "--job.config_file", str(config),
+               "--training.steps", str(steps), "--metrics.log_freq", "1"]
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = [0]
+
+    def sample():
+        while process.poll() is None:
+            peak[0] = max(peak[0], pss_of_tree(process.pid))
+            time.sleep(0.5)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = process.communicate(timeout=3600)
+    wall = time.perf_counter() - start
+    sampler.join()
+    if process.returncode != 0:
+        raise RuntimeError(f"{name}: {err[-4000:]}")
+    reports = re.split(r"^== rank \d+ ==$", out, flags=re.M)[1:]
+    step = [float(x) for x in re.findall(r"the step: ([0-9.]+) s", out)]
+    bubble = [float(x) for x in re.findall(r"pipeline bubble a step: [^=]+= ([0-9.]+)% of the step", out)]
+    memory = [float(m) for m in re.findall(r"memory:\s+([0-9.]+)GiB", re.sub(r"\x1b\[[0-9;]*m", "", out))]
+    return {"wall": wall, "pss_gb": peak[0] / 1e9, "stages": len(reports), "step": max(step),
+            "bubble": (min(bubble), max(bubble)) if bubble else None, "memory": max(memory) if memory else None}
+
+
+def llama3_405b_rows() -> None:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from tests.titan_runs.harness import make_workdir
+
+    folder = tempfile.mkdtemp(prefix="simhpu-405b-")
+    make_workdir(Path(folder), reserved_to=128256)
+    print("\ntorchtitan's Llama 3 405B (unchanged), Interleaved1F1B, full AC, bfloat16 (FSDP's mixed precision), "
+          "on h100-sxm: a process a pipeline stage, clocks joined; 2 steps, the second's time")
+    print(f"{'layout (Llama 3 paper, Table 4)':<46} {'wall':>7} {'memory':>7} {'step':>8} {'TFLOP/s':>8} "
+          f"{'published':>9} {'error':>7} {'bubble':>12} {'GiB/GPU':>8}")
+    for name, gpus, tp, cp, pp, dp, seq, sequences, published in LLAMA3_405B_ROWS:
+        row = pipeline_job(folder, name, gpus, tp, cp, pp, dp, seq, sequences)
+        tokens = dp * sequences * seq  # a step, the whole job
+        tflops = model_flops_per_token(seq) * tokens / gpus / row["step"] / 1e12
+        bubble = f"{row['bubble'][0]:.1f}-{row['bubble'][1]:.1f}%" if row["bubble"] else "-"
+        print(f"{name:<46} {row['wall']:>5.0f} s {row['pss_gb']:>5.2f}GB {row['step']:>6.2f} s {tflops:>8.0f} "
+              f"{published:>9} {100 * (tflops / published - 1):>+6.1f}% {bubble:>12} {row['memory']:>8.1f}")
+    print("targets (issue 55): each layout priced in <= 10 minutes and <= 8 GB on this machine; "
+          "TFLOP/s a GPU: 6 x parameters + causal attention, as the paper's MFU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="the launch rates only")
+    parser.add_argument("--405b", dest="llama405", action="store_true",
+                        help="only torchtitan's Llama 3 405B at the Llama 3 paper's pipeline layouts (20 minutes)")
     options = parser.parse_args()
+    if options.llama405:
+        llama3_405b_rows()
+        return
     phantom = run(LAUNCH_RATES, PHANTOM_ENV)
     executed = run(LAUNCH_RATES, {})
     print(f"{'launch rate (per second)':<44} {'phantom':>12} {'sim. off':>12} {'ratio':>7}")
@@ -170,6 +276,7 @@ def main() -> None:
     print("target: the runtime launch path >= 200,000 phantom launches/s")
     if not options.quick:
         titan_rows()
+        llama3_405b_rows()
 
 
 if __name__ == "__main__":

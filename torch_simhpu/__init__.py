@@ -11,6 +11,12 @@ def _autoload() -> None:
     """The `torch.backends` entry point: importing this package has registered the device."""
 
 
+import sys as _sys  # noqa: E402
+
+# Whether this package is imported before torch: then no backward can have run before the device
+# is registered (_device_registration._check_autograd_engine need not find out).
+_imported_before_torch = "torch" not in _sys.modules
+
 # Defined before `import torch`: when this package is imported first, torch's
 # import loads its backends, this entry point among them, while this module is
 # still being initialised.
@@ -40,7 +46,7 @@ from torch_simhpu.collect_env import collect_env  # noqa: E402,F401  (python -m 
 from torch_simhpu.op_plugin import load_op_plugin, op_plugin_kernels  # noqa: F401  (op-plugin's own YAML)
 from torch_simhpu.device import current_device, device_count, is_available, set_device, synchronize
 
-_device_registration.register()
+_device_registration.register(backward_may_have_run=not _imported_before_torch)
 
 from torch_simhpu._after_import import after_import  # noqa: E402
 

@@ -9,7 +9,7 @@ from torch_simhpu import _C, device
 from torch_simhpu._device_name import DEVICE_TYPE
 
 
-def register() -> None:
+def register(backward_may_have_run: bool) -> None:
     device.simulation._start_from_environment()  # first: the memory's capacity may follow the profile
     device.simulation.simulated_ranks._start_from_environment()
     torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
@@ -21,8 +21,9 @@ def register() -> None:
         sys.modules["torch.simhpu"] = device
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+    if backward_may_have_run and not _loaded_by_torch_import():
+        _check_autograd_engine()
     atexit.register(_drain_at_exit)
-    _check_autograd_engine()
     device.memory._start_from_environment()
     device.sanitizer._start_from_environment()
     device.chaos._announce_from_environment()
@@ -62,6 +63,20 @@ def _let_autograd_threads_finish() -> None:
     for index in range(device.device_count()):
         leaf = torch.empty(0, device=f"{DEVICE_TYPE}:{index}", requires_grad=True)
         run_backward((leaf,), (torch.empty_like(leaf),), False, False, (), True, True)
+
+
+def _loaded_by_torch_import() -> bool:
+    """Whether `import torch` is loading this package (its torch.backends entry point), when no
+    backward can have run yet. The check below starts autograd's device threads, which a process
+    forked afterwards could not use for a backward ("Unable to handle autograd's threading in
+    combination with fork-based multiprocessing"), while a CUDA process forks freely until its
+    first backward: it runs only where a backward may have run before this import."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "_import_device_backends" and frame.f_globals.get("__name__") == "torch":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _check_autograd_engine() -> None:

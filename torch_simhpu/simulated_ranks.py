@@ -61,7 +61,7 @@ def start(world_size: int, rank: int) -> None:
     _pytorch_gaps.gloo_groups_without_peers()
     # A store served here; the script's env:// rendezvous connects to it as to a
     # torchelastic agent's, so nothing waits for the ranks that are not there.
-    _store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
+    _store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)  # (no count: none waits)
     os.environ.update({
         WORLD: str(world_size), RANK: str(rank),
         "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",

@@ -3,6 +3,7 @@ one rank of a simulated world, exchange when their collectives and transfers
 start, so a rank that reaches one late delays its peers there, as on the parts.
 Each process runs under phantom execution; the figures compared are simulated
 milliseconds the script measures with events."""
+import json
 import re
 
 import pytest
@@ -231,3 +232,33 @@ def test_object_collectives_of_a_rank_alone_answer_what_it_can_and_name_what_it_
     assert "GATHERED [2, 2, 2, 2]" in out.stdout  # (ranks no process plays: alike this one)
     assert re.search(r"REFUSED torch\.distributed\.recv_object_list: rank 3's objects are unknown here: no process "
                      r"plays it \(this one plays rank 2\)\. Play it too \(--rank 2,3\)", out.stdout), out.stdout[-2000:]
+
+
+def test_a_pipeline_job_reports_its_bubble_and_draws_one_page_a_row_a_stage(tmp_path):
+    """GPipe over two stages, the first four times the second's work: the second stage's report
+    gives its bubble (compute idle while the first computes), and --html writes, beside each rank's
+    page, the job's page with a row a stage, drawn by headless Chromium."""
+    from tests.device.test_planner_report import rendered_dom
+
+    (tmp_path / "schedules.py").write_text(SCHEDULES)
+    code = ("import sys; from torch_simhpu.simulation import main; "
+            "sys.exit(main(['--profile', 'h100-sxm', '--world', '2', '--rank', '0,1', '--no-execute', "
+            "'--html', 'job.html', 'schedules.py', 'ScheduleGPipe']))")
+    out = run_python(code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    reports = dict(zip(*[iter(re.split(r"^== rank (\d) ==$", out.stdout, flags=re.M)[1:])] * 2))
+    bubbles = {rank: re.search(r"pipeline bubble a step: [^=]+= ([\d.]+)% of the step", text)
+               for rank, text in reports.items()}
+    assert bubbles["1"] and float(bubbles["1"].group(1)) > 20, reports["1"]
+    # (the light last stage waits for the heavy first more than the first waits for it)
+    assert not bubbles["0"] or float(bubbles["0"].group(1)) < float(bubbles["1"].group(1)), out.stdout
+    assert "the job's page (a row a rank) written to job.html" in out.stdout
+    assert (tmp_path / "job.rank0.html").exists() and (tmp_path / "job.rank1.html").exists()
+    page = tmp_path / "job.html"
+    data = json.loads(re.search(r'id="report-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    assert data["streams"] == ["rank 0", "rank 1"]
+    assert {row for row, *_ in data["launches"]} == {0, 1}
+    assert "== rank 0 ==" in data["summary"] and "== rank 1 ==" in data["summary"]
+    dom = rendered_dom(page, tmp_path)
+    assert 'data-rendered="yes"' in dom and "data-error" not in dom
+    assert dom.count('class="launch"') == len(data["launches"])

@@ -154,6 +154,42 @@ def test_the_critical_path_is_split_by_kind():
     assert sim.critical_path_breakdown() == {"compute": 1.5, "communication": 1.0, "copies": 0.0, "host": 0.5, "peers": 0.0}
 
 
+def test_the_pipeline_bubble_is_compute_idle_while_a_joined_peer_held_a_transfer_up():
+    sim = synthetic([("mm", "matrix", 0, 0.0, 1.0, "host", -1),
+                     ("recv", "collective", 7, 3.0, 3.5, "peer", -1),  # the stage before sent at 3.0
+                     ("mm", "matrix", 0, 3.5, 4.0, "event", 1),      # 2.5 s idle: the bubble
+                     ("all_gather", "collective", 6, 4.0, 4.2, "host", -1),
+                     ("mm", "matrix", 0, 4.2, 5.0, "event", 3),      # 0.2 s idle, not a peer's
+                     ("mm", "matrix", 0, 5.5, 6.0, "host", -1)])     # 0.5 s idle for the host
+    bubble = sim.pipeline_bubble()
+    assert bubble["time"] == pytest.approx(2.5) and bubble["gaps"] == 1
+    assert "pipeline bubble a step: 2.500 s = 41.7% of the step" in "\n".join(sim._planner_lines())
+    alone = synthetic([("mm", "matrix", 0, 0.0, 1.0, "host", -1), ("mm", "matrix", 0, 2.0, 3.0, "host", -1)])
+    assert alone.pipeline_bubble() is None and "pipeline bubble" not in "\n".join(alone._planner_lines())
+
+
+class TwoOptimizers(torch.optim.Optimizer):
+    """As torchtitan's container with one optimizer a pipeline stage's model part: a step steps both."""
+
+    def __init__(self, first, second):
+        self.inner = [torch.optim.SGD(first, lr=0.1), torch.optim.SGD(second, lr=0.1)]
+        super().__init__([*first, *second], {"lr": 0.1})
+
+    def step(self, closure=None):
+        for optimizer in self.inner:
+            optimizer.step()
+
+
+def test_an_optimizer_that_steps_others_is_one_step():
+    parts = [torch.nn.Linear(64, 64).to(D), torch.nn.Linear(64, 64).to(D)]
+    opt = TwoOptimizers(list(parts[0].parameters()), list(parts[1].parameters()))
+    with phantom() as sim:
+        for _ in range(3):
+            parts[1](parts[0](torch.ones(8, 64, device=D))).sum().backward()
+            opt.step()
+    assert len(sim.steps()) == 3
+
+
 def test_fsdp_memory_names_its_communication_buffers_and_steps_report_exposed_communication(tmp_path):
     """FSDP2 and tensor parallelism on 256 simulated ranks: the gathered parameters are
     communication buffers, the sharded ones parameters, and the report prices the overlap.

@@ -236,7 +236,7 @@ def test_forked_child_that_never_touches_the_device_exits_cleanly(tmp_path):
                                               "(w * 2).sum().backward()\n"])
 def test_forked_child_exits_at_once(tmp_path, parent_work):
     """A child forked after a backward inherits the count of autograd's device threads but not the
-    threads; PyTorch's engine then waits 10 s for them at exit. Importing the device runs one backward."""
+    threads; PyTorch's engine then waits 10 s for them at exit (and without a backward: none)."""
     code = ("import os, time, torch\n" + parent_work +
             "pid = os.fork()\n"
             "if pid == 0:\n"
@@ -248,6 +248,24 @@ def test_forked_child_exits_at_once(tmp_path, parent_work):
     assert out.returncode == 0, out.stderr
     _, _, status, _, seconds = out.stdout.split()
     assert status == "0" and float(seconds) < 5.0, out.stdout
+
+
+def test_a_child_forked_after_import_torch_runs_a_backward_on_the_device(tmp_path):
+    """As a CUDA process, until its first backward: importing torch (which loads the device) starts
+    no autograd thread, so a forked child may use autograd on the device (the simulation command's
+    joined runs fork their ranks so)."""
+    code = ("import os, torch\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    x = torch.ones(3, device='simhpu', requires_grad=True)\n"
+            "    (x * 2).sum().backward()\n"
+            "    print('child grad', x.grad.cpu().tolist(), flush=True)\n"
+            "    os._exit(0)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print('child status', os.waitstatus_to_exitcode(status))\n")
+    out = run_python(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "child grad [2.0, 2.0, 2.0]" in out.stdout and "child status 0" in out.stdout, out.stderr
 
 
 def test_official_op_refusals_match_the_cpu_exactly():

@@ -549,7 +549,7 @@ class Simulation:
         self.flops_per_token: float | None = None
         self.memory: MemoryBreakdown | str | None = None  # what the device's memory held at its peak
         self._ledger: MemoryLedger | None = None
-        self._step_hook = None
+        self._step_hooks = ()
         self.host_reads: list[phantom.HostRead] = []  # placeholder reads, under phantom execution
         self.known_launches = 0  # kernels run under phantom execution because the host knew their inputs
         self.routed_histograms = 0  # router histograms given SIMHPU_PHANTOM_ROUTING's distribution
@@ -562,19 +562,26 @@ class Simulation:
         self._ledger.begin()
 
         # Each optimizer step's end: every launch of the step is made by then, and the
-        # device is done with them when its streams' clocks say. (An optimizer that
-        # steps others, as torchtitan's container does, ends at the same time: one step.)
-        def step_ended(optimizer, *_):
-            end = _C._simclock_device_now(device)
-            if not self.step_ends or end != self.step_ends[-1]:
-                self.step_ends.append(end)
-            self._ledger.mark_optimizer(optimizer)
+        # device is done with them when its streams' clocks say. An optimizer that steps
+        # others (torchtitan's container: one optimizer a pipeline stage's model part) is
+        # one step, ended where the outermost ends.
+        depth = [0]
 
-        self._step_hook = register_optimizer_step_post_hook(step_ended)
+        def step_began(optimizer, *_):
+            depth[0] += 1
+
+        def step_ended(optimizer, *_):
+            depth[0] = max(0, depth[0] - 1)
+            self._ledger.mark_optimizer(optimizer)
+            if depth[0] == 0:
+                self.step_ends.append(_C._simclock_device_now(device))
+
+        self._step_hooks = (register_optimizer_step_pre_hook(step_began),
+                            register_optimizer_step_post_hook(step_ended))
 
     def _end(self) -> None:
-        if self._step_hook is not None:
-            self._step_hook.remove()
+        for hook in self._step_hooks:
+            hook.remove()
         try:
             torch.simhpu.synchronize()  # the host waits for the device: the block's end
         finally:
@@ -710,6 +717,31 @@ class Simulation:
         exposed = _measure(_subtract(_clip(comm, start, end), _clip(compute, start, end)))
         return {"time": total / steps, "exposed": exposed / steps, "window": (end - start) / steps}
 
+    def pipeline_bubble(self) -> dict | None:
+        """Per step of the steady window: seconds no compute kernel ran because this rank waited for
+        a joined peer (a pipeline stage's receive from the stage before it, or its send's partner):
+        a compute gap counts when the launch that ended it waited, through the events and streams it
+        was ordered after, on a transfer or collective whose start a joined peer delayed into the gap.
+        None when no joined peer held compute up (one process, or no pipeline)."""
+        start, end, steps = self.steady_window()
+        by_id = {x.id: x for x in self.launches}
+        compute = [x for x in self.kernels() if x.work in ("vector", "matrix")]
+        starting = {}
+        for x in compute:  # the compute launch that ends each gap: the first to start at its end
+            starting.setdefault(x.start, x)
+        bubble, gaps = 0.0, 0
+        for gap_start, gap_end in _subtract([(start, end)], _clip(_union(compute), start, end)):
+            x = starting.get(gap_end)
+            while x is not None and x.start > gap_start and x.cause in ("event", "stream", "peer"):
+                if x.cause == "peer":
+                    bubble += gap_end - gap_start
+                    gaps += 1
+                    break
+                x = by_id.get(x.after)
+        if not gaps:
+            return None
+        return {"time": bubble / steps, "gaps": gaps / steps, "window": (end - start) / steps}
+
     def peak_flops(self) -> tuple[float, torch.dtype | None]:
         """The profile's matrix peak (FLOP/s) for the dtype that did most of the matrix FLOPs."""
         table = self.profile_data["matrix_flops"]
@@ -767,6 +799,10 @@ class Simulation:
         if comm["time"] > 0:
             lines.append(f"communication a step: {_t(comm['time'])}, exposed (no compute beside it) "
                          f"{_t(comm['exposed'])} = {_pct(comm['exposed'], comm['window'])} of the step")
+        bubble = self.pipeline_bubble()
+        if bubble is not None:
+            lines.append(f"pipeline bubble a step: {_t(bubble['time'])} = {_pct(bubble['time'], bubble['window'])} "
+                         f"of the step, no compute while waiting for a joined peer ({bubble['gaps']:.0f} gaps)")
         if isinstance(self.memory, MemoryBreakdown):
             m = self.memory
             verdict = "fits" if m.peak <= m.capacity else "does not fit"
@@ -1126,8 +1162,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             parser.error(str(error))
         if len(ranks) > 1 and simulated_ranks.JOINED_RANKS not in os.environ:
-            return _run_joined(argv, ranks)
-        if len(ranks) > 1:  # one of the processes _run_joined started: its rank is in the environment
+            from torch_simhpu.simulation import joined_run
+
+            return joined_run.run(argv, ranks, options.module, options.script, options.args, options.html)
+        if len(ranks) > 1:  # one of the processes joined_run forked: its rank is in the environment
             ranks = [int(os.environ[simulated_ranks.RANK])]
             if options.html:
                 page = Path(options.html)
@@ -1153,42 +1191,7 @@ def main(argv: list[str] | None = None) -> int:
     print(run.report(options.top))
     if options.html:
         print(f"report written to {run.write_html(options.html, options.top)}")
-    return 0
+        from torch_simhpu.simulation import joined_run
 
-
-def _run_joined(argv: list[str], ranks: list[int]) -> int:
-    """One process a rank, their clocks joined through a store served here; their reports in rank order."""
-    import subprocess
-    import tempfile
-    import time
-
-    import torch.distributed as dist
-
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    environment = {**os.environ, simulated_ranks.JOINED_RANKS: ",".join(map(str, ranks)),
-                   simulated_ranks.JOIN_STORE: f"127.0.0.1:{store.port}"}
-    with tempfile.TemporaryDirectory(prefix="simhpu-joined-") as folder:
-        outputs = {rank: open(Path(folder) / f"rank{rank}.out", "w+") for rank in ranks}
-        processes = {rank: subprocess.Popen([sys.executable, "-m", "torch_simhpu.simulation", *argv],
-                                            env={**environment, simulated_ranks.RANK: str(rank)},
-                                            stdout=outputs[rank])
-                     for rank in ranks}
-        failed = None
-        while failed is None and any(p.poll() is None for p in processes.values()):
-            failed = next((rank for rank, p in processes.items() if p.poll() not in (None, 0)), None)
-            time.sleep(0.05)
-        failed = failed if failed is not None else next((r for r, p in processes.items() if p.returncode), None)
-        for process in processes.values():  # (a failed rank's peers would wait for it until their timeout)
-            if process.poll() is None:
-                process.terminate()
-            process.wait()
-        for rank in ranks:
-            outputs[rank].seek(0)
-            print(f"== rank {rank} ==")
-            print(outputs[rank].read(), end="", flush=True)
-            outputs[rank].close()
-    if failed is not None:
-        print(f"rank {failed} failed (exit status {processes[failed].returncode}); the others were stopped",
-              file=sys.stderr)
-        return processes[failed].returncode or 1
+        joined_run.save_page(run, options.top)
     return 0
