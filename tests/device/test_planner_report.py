@@ -274,3 +274,23 @@ def test_the_command_writes_the_html_report(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "report written to r.html" in out.stdout
     assert "simhpu simulation on h100-sxm" in (tmp_path / "r.html").read_text()
+
+
+def test_a_joined_jobs_page_puts_each_rank_on_its_row_and_keeps_each_ranks_longest_launches(monkeypatch):
+    from torch_simhpu import simulation_html
+
+    def page(ops, launches, window):
+        return {"title": "simhpu simulation on h100-sxm", "summary": "report", "window": window, "ops": ops,
+                "launches": launches, "roofline": {"points": []}, "memory": None, "memory_note": "none"}
+
+    monkeypatch.setattr(simulation_html, "MOST_LAUNCHES", 4)  # two a rank
+    pages = {8: page(["mm", "recv"], [[0, 1.0, 1.5, "matrix", 0, 0], [1, 2.0, 2.1, "collective", 1, 0],
+                                      [0, 3.0, 4.0, "matrix", 0, 1]], [1.0, 4.0]),
+             0: page(["add"], [[2, 0.5, 0.6, "vector", 0, 0]], [0.5, 3.0])}
+    data = simulation_html.joined_page_data(pages)
+    assert data["streams"] == ["rank 0", "rank 8"] and data["window"] == [0.5, 4.0]
+    assert data["ops"] == ["add", "mm", "recv"]
+    drawn = {(row, data["ops"][op], start) for row, start, _, _, op, _ in data["launches"]}
+    assert drawn == {(0, "add", 0.5), (1, "mm", 3.0), (1, "mm", 1.0)}  # rank 8's recv, its shortest, left out
+    assert "the 2 longest of each rank drawn" in data["timeline_note"]
+    assert data["summary"].startswith("== rank 0 ==\nreport\n\n== rank 8 ==")
