@@ -188,8 +188,8 @@ def pss_of_tree(pid: int) -> int:
     return total
 
 
-def pipeline_job(folder: str, name: str, gpus: int, tp: int, cp: int, pp: int, dp: int, seq: int,
-                 sequences: int, steps: int = 2) -> dict:
+def pipeline_job(folder: str, name: str, gpus: int, tp: int, cp: int, pp: int, seq: int, sequences: int,
+                 steps: int = 2) -> dict:
     """torchtitan's Llama 3 405B (unchanged) at a layout: one process a pipeline stage (the first rank
     of each), their clocks joined; wall time, the memory of all of them (PSS, sampled), each stage's
     step, bubble and memory."""
@@ -228,11 +228,10 @@ def pipeline_job(folder: str, name: str, gpus: int, tp: int, cp: int, pp: int, d
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{name}: {err[-4000:]}")
-    reports = re.split(r"^== rank \d+ ==$", out, flags=re.M)[1:]
     step = [float(x) for x in re.findall(r"the step: ([0-9.]+) s", out)]
     bubble = [float(x) for x in re.findall(r"pipeline bubble a step: [^=]+= ([0-9.]+)% of the step", out)]
     memory = [float(m) for m in re.findall(r"memory:\s+([0-9.]+)GiB", re.sub(r"\x1b\[[0-9;]*m", "", out))]
-    return {"wall": wall, "pss_gb": peak[0] / 1e9, "stages": len(reports), "step": max(step),
+    return {"wall": wall, "pss_gb": peak[0] / 1e9, "step": max(step),
             "bubble": (min(bubble), max(bubble)) if bubble else None, "memory": max(memory) if memory else None}
 
 
@@ -247,7 +246,7 @@ def llama3_405b_rows() -> None:
     print(f"{'layout (Llama 3 paper, Table 4)':<46} {'wall':>7} {'memory':>7} {'step':>8} {'TFLOP/s':>8} "
           f"{'published':>9} {'error':>7} {'bubble':>12} {'GiB/GPU':>8}")
     for name, gpus, tp, cp, pp, dp, seq, sequences, published in LLAMA3_405B_ROWS:
-        row = pipeline_job(folder, name, gpus, tp, cp, pp, dp, seq, sequences)
+        row = pipeline_job(folder, name, gpus, tp, cp, pp, seq, sequences)
         tokens = dp * sequences * seq  # a step, the whole job
         tflops = model_flops_per_token(seq) * tokens / gpus / row["step"] / 1e12
         bubble = f"{row['bubble'][0]:.1f}-{row['bubble'][1]:.1f}%" if row["bubble"] else "-"

@@ -262,3 +262,15 @@ def test_a_pipeline_job_reports_its_bubble_and_draws_one_page_a_row_a_stage(tmp_
     dom = rendered_dom(page, tmp_path)
     assert 'data-rendered="yes"' in dom and "data-error" not in dom
     assert dom.count('class="launch"') == len(data["launches"])
+
+
+def test_a_program_whose_import_fails_fails_in_its_ranks_naming_the_module_and_the_rank(tmp_path):
+    """The command imports the program's top-level imports once before forking its ranks; one that
+    fails there is left to the ranks, which fail on it as a program run alone would."""
+    (tmp_path / "broken.py").write_text("import torch\nimport no_such_module_here\nprint('RAN')\n")
+    code = ("import sys; from torch_simhpu.simulation import main; "
+            "sys.exit(main(['--profile', 'h100-sxm', '--world', '2', '--rank', '0,1', 'broken.py']))")
+    out = run_python(code, cwd=tmp_path)
+    assert out.returncode != 0 and "RAN" not in out.stdout
+    assert "ModuleNotFoundError: No module named 'no_such_module_here'" in out.stderr, out.stderr[-3000:]
+    assert re.search(r"rank [01] failed \(exit status 1\); the others were stopped", out.stderr), out.stderr[-3000:]

@@ -132,6 +132,8 @@ def _wait(children: dict[int, int], reaped: set[int]) -> tuple[int, int] | None:
         reaped.add(pid)
         rank = children[pid]
         code = os.waitstatus_to_exitcode(status)
+        if code < 0:  # killed by a signal: the status a shell gives it
+            code = 128 - code
         if code != 0:
             return rank, code
     return None
