@@ -800,3 +800,59 @@ def an_input_is_let_go_at_wait_and_judged_on_its_allocation_stream(rank, world):
     assert clean == [], clean
     assert_close(out.cpu(), torch.cat([torch.full((256,), float(r + 1)) for r in range(world)]))
     return found[0]
+
+
+def context_parallel_attention_matches_cpu(rank, world, rotate_method="allgather"):
+    """PyTorch's ring attention (`context_parallel`: each rank holds 1/world of the sequence,
+    head and tail chunks for causal balance, keys and values passed round the ring) over the
+    device's fused attention, grouped-query and causal as Llama's, under the backend order
+    torchtitan sets (cuDNN first): its output and gradients are the whole sequence's on the CPU."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental import context_parallel
+    from torch.distributed.tensor.experimental._attention import context_parallel_unshard, set_rotate_method
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(2, heads, 8 * world, 16, generator=g) for heads in (4, 2, 2))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected_out = F.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=True)
+    upstream = torch.cos(expected_out.detach())  # a gradient that differs along the sequence
+    expected_out.backward(upstream)
+    expected = [expected_out.detach()] + [t.grad for t in leaves]
+
+    mesh = init_device_mesh("simhpu", (world,))
+    set_rotate_method(rotate_method)
+    buffers = [t.to(device()) for t in (q, k, v, upstream)]  # sharded in place, all alike
+    with context_parallel(mesh, buffers=buffers, buffer_seq_dims=[2, 2, 2, 2]):
+        shards = [t.detach().requires_grad_() for t in buffers[:3]]
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH], set_priority=True):
+            with _OperatorNames() as seen:
+                out = F.scaled_dot_product_attention(*shards, is_causal=True, enable_gqa=True)
+                out.backward(buffers[3])
+        got = context_parallel_unshard(mesh, [out.detach()] + [t.grad for t in shards], [2, 2, 2, 2])
+    assert "aten._scaled_dot_product_cudnn_attention.default" in seen.names, seen.names
+    assert "aten._scaled_dot_product_cudnn_attention_backward.default" in seen.names, seen.names
+    for name, g_, e in zip(("output", "query grad", "key grad", "value grad"), got, expected):
+        assert_close(g_.cpu(), e, atol=1e-5, rtol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+class _OperatorNames:
+    """The ATen operators called inside the block, by name."""
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        names = self.names = []
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                names.append(str(func))
+                return func(*args, **(kwargs or {}))
+
+        self._mode = Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)

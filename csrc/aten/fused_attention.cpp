@@ -3,11 +3,21 @@
 // math decomposition: bmm, softmax, masks and their backward, about a dozen
 // launches each way. The device's processor is the CPU, whose fused (flash)
 // attention kernels are the device's reference kernels for it: where the CPU
-// would take its flash kernel, the device takes PyTorch's "overrideable"
-// backend, whose two operators run the CPU's flash kernels as device kernels
-// (the reference path: meta kernel on the host, CPU kernel on the worker).
+// would take its flash kernel, the device names one of PyTorch's fused
+// operators, whose kernels run the CPU's flash kernels as device kernels (the
+// reference path: meta kernel on the host, CPU kernel on the worker).
+//
+// Which operator it names follows the program's priority order
+// (sdpa_kernel(..., set_priority=True)), as a part's choice does: cuDNN's,
+// which is what a Hopper part names and what code written for one (context
+// parallelism's ring attention, DTensor's sharding rules) expects, or the
+// "overrideable" one where the program put flash first. (scaled_dot_product_
+// attention names the flash operator itself only on CUDA; elsewhere it calls the
+// CPU's, which no device can take over.) The efficient operator is not named:
+// its kernel writes a padded logsumexp and draws its own dropout.
 #include "runtime/own_work.h"
 
+#include <ATen/Context.h>
 #include <ATen/OpMathType.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
@@ -18,10 +28,12 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <array>
 #include <optional>
+#include <utility>
 
 namespace simhpu::attention {
 namespace {
@@ -38,11 +50,37 @@ Tensor per_query_head(const Tensor& t, int64_t groups) {
   return groups == 1 ? t : t.repeat_interleave(groups, -3);
 }
 
+// The fused operator the program's priority order names first among those
+// the device carries (see the file's comment), or math where math comes first.
+at::SDPBackend named_operator(const Tensor& query, const Tensor& key, const Tensor& value) {
+  auto& context = at::globalContext();
+  const bool batched = query.dim() == 4 && key.dim() == 4 && value.dim() == 4;  // cuDNN's operator takes [B, H, L, E]
+  for (const at::SDPBackend backend : context.sDPPriorityOrder()) {
+    switch (backend) {
+      case at::SDPBackend::cudnn_attention:
+        if (context.userEnabledCuDNNSDP() && batched) return backend;
+        break;
+      case at::SDPBackend::flash_attention:
+        if (context.userEnabledFlashSDP()) return at::SDPBackend::overrideable;
+        break;
+      case at::SDPBackend::overrideable:
+        if (context.userEnabledOverrideableSDP()) return backend;
+        break;
+      case at::SDPBackend::math:
+        if (context.userEnabledMathSDP()) return backend;
+        break;
+      default:
+        break;
+    }
+  }
+  return at::SDPBackend::overrideable;  // (the CPU took flash: it is enabled)
+}
+
 // The CPU's choice (for the heads as the kernel will see them), narrowed to what
-// the overrideable operators can carry: they take no dropout (the CPU kernel
-// would draw from the CPU's generator) and give no gradient for a mask.
-// Grouped-query attention, which scaled_dot_product_attention does not pass
-// on, they recognise by the head counts, as a GPU's flash kernels do.
+// the fused operators can carry: they take no dropout (the CPU kernel would
+// draw from the CPU's generator) and give no gradient for a mask. Grouped-query
+// attention, which scaled_dot_product_attention does not pass on, they
+// recognise by the head counts, as a GPU's fused kernels do.
 int64_t fused_sdp_choice(const Tensor& query, const Tensor& key, const Tensor& value,
                          const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
@@ -61,7 +99,7 @@ int64_t fused_sdp_choice(const Tensor& query, const Tensor& key, const Tensor& v
       query, as_seen(key), as_seen(value), attn_mask, dropout_p, is_causal, scale, /*enable_gqa=*/false));
   const bool fused = cpu_choice == at::SDPBackend::flash_attention && dropout_p == 0.0 &&
       !(attn_mask.has_value() && attn_mask->defined() && attn_mask->requires_grad());
-  return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
+  return static_cast<int64_t>(fused ? named_operator(query, key, value) : at::SDPBackend::math);
 }
 
 // `t` in the layout the operators' meta kernels promise (compiled graphs check
@@ -73,12 +111,14 @@ Tensor laid_out_like(const Tensor& t, const Tensor& like) {
   return laid_out.strides() == t.strides() ? t : laid_out.copy_(t);
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> forward(
-    const Tensor& query, const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_bias,
-    double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale) {
-  TORCH_CHECK(dropout_p == 0.0, "_scaled_dot_product_fused_attention_overrideable on simhpu: dropout_p must be 0 ",
-              "(got ", dropout_p, "); scaled_dot_product_attention takes the math path for dropout");
-  TORCH_CHECK(!return_debug_mask, "_scaled_dot_product_fused_attention_overrideable on simhpu: no debug mask");
+// Attention's output and its logsumexp ([..., heads, query] in float32), as
+// every fused operator computes them; `op` names the operator for errors.
+std::pair<Tensor, Tensor> attend(const char* op, const Tensor& query, const Tensor& key, const Tensor& value,
+                                 const std::optional<Tensor>& mask, double dropout_p, bool is_causal,
+                                 bool return_debug_mask, std::optional<double> scale) {
+  TORCH_CHECK(dropout_p == 0.0, op, " on simhpu: dropout_p must be 0 (got ", dropout_p,
+              "); scaled_dot_product_attention takes the math path for dropout");
+  TORCH_CHECK(!return_debug_mask, op, " on simhpu: no debug mask");
   const int64_t groups = query_heads_per_kv_head(query, key);
   // (What fits the CPU kernel to the operator is simhpu's own work: a part's fused kernel
   // groups heads, writes float32 statistics and lays out its output itself.)
@@ -86,17 +126,51 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
   const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
   fitting.reset();
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
-      query, key_heads, value_heads, dropout_p, is_causal, attn_bias, scale);
+      query, key_heads, value_heads, dropout_p, is_causal, mask, scale);
   fitting.emplace();
   // The CPU kernel's logsumexp is [batch, query, heads] in its compute dtype;
-  // the operator's is [batch, heads, query] in float32.
-  logsumexp = logsumexp.to(at::kFloat).contiguous();
-  const auto none = at::empty({}, query.options().dtype(at::kLong));
-  return {laid_out_like(output, query), logsumexp, Tensor(), Tensor(), query.sym_size(-2), key.sym_size(-2),
-          none, none, Tensor()};
+  // the operators' is [batch, heads, query] in float32.
+  return {laid_out_like(output, query), logsumexp.to(at::kFloat).contiguous()};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> backward(
+// The gradients of query, key and value, from the logsumexp `attend` wrote.
+std::tuple<Tensor, Tensor, Tensor> attend_backward(const Tensor& grad_out, const Tensor& query, const Tensor& key,
+                                                   const Tensor& value, const Tensor& mask, const Tensor& out,
+                                                   const Tensor& logsumexp, double dropout_p, bool is_causal,
+                                                   std::optional<double> scale) {
+  const auto compute_dtype = at::toOpMathType(query.scalar_type());
+  const int64_t groups = query_heads_per_kv_head(query, key);
+  std::optional<OwnWorkScope> fitting(std::in_place);  // (as in the forward)
+  const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
+  const Tensor kernel_logsumexp = logsumexp.to(compute_dtype).transpose(1, 2).contiguous().transpose(1, 2);
+  fitting.reset();
+  auto [grad_q, grad_k, grad_v] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      grad_out, query, key_heads, value_heads, out, kernel_logsumexp, dropout_p, is_causal,
+      mask.defined() ? std::optional<Tensor>(mask) : std::nullopt, scale);
+  fitting.emplace();
+  if (groups > 1) {  // each key/value head's gradient: the sum over the query heads it served
+    grad_k = grad_k.unflatten(-3, {key.size(-3), groups}).sum(-3);
+    grad_v = grad_v.unflatten(-3, {value.size(-3), groups}).sum(-3);
+  }
+  return {laid_out_like(grad_q, query), laid_out_like(grad_k, key), laid_out_like(grad_v, value)};
+}
+
+// Neither operator draws randomness: their seed and offset are 0 (a value, so that
+// a compiled graph's outputs equal eager's).
+Tensor no_seed(const Tensor& query) {
+  return at::zeros({}, query.options().dtype(at::kLong));
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> overrideable_forward(
+    const Tensor& query, const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_bias,
+    double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+  auto [output, logsumexp] = attend("_scaled_dot_product_fused_attention_overrideable", query, key, value, attn_bias,
+                                    dropout_p, is_causal, return_debug_mask, scale);
+  return {output, logsumexp, Tensor(), Tensor(), query.sym_size(-2), key.sym_size(-2),
+          no_seed(query), no_seed(query), Tensor()};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> overrideable_backward(
     const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
     const Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const Tensor& out,
     const Tensor& logsumexp, const Tensor& /*cum_seq_q*/, const Tensor& /*cum_seq_k*/, c10::SymInt /*max_q*/,
@@ -107,22 +181,40 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> backward(
   if (!grad_out.defined()) {
     return {};  // no gradient flows in: none flows out (autograd reads undefined as zeros)
   }
-  const auto compute_dtype = at::toOpMathType(query.scalar_type());
-  const int64_t groups = query_heads_per_kv_head(query, key);
-  std::optional<OwnWorkScope> fitting(std::in_place);  // (as in the forward)
-  const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
-  const Tensor kernel_logsumexp = logsumexp.to(compute_dtype).transpose(1, 2).contiguous().transpose(1, 2);
-  fitting.reset();
-  auto [grad_q, grad_k, grad_v] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-      grad_out, query, key_heads, value_heads, out, kernel_logsumexp, dropout_p, is_causal,
-      attn_bias.defined() ? std::optional<Tensor>(attn_bias) : std::nullopt, scale);
-  fitting.emplace();
-  if (groups > 1) {  // each key/value head's gradient: the sum over the query heads it served
-    grad_k = grad_k.unflatten(-3, {key.size(-3), groups}).sum(-3);
-    grad_v = grad_v.unflatten(-3, {value.size(-3), groups}).sum(-3);
-  }
+  auto [grad_q, grad_k, grad_v] =
+      attend_backward(grad_out, query, key, value, attn_bias, out, logsumexp, dropout_p, is_causal, scale);
   Tensor grad_bias = attn_bias.defined() ? at::empty_like(attn_bias) : Tensor();
-  return {laid_out_like(grad_q, query), laid_out_like(grad_k, key), laid_out_like(grad_v, value), grad_bias};
+  return {grad_q, grad_k, grad_v, grad_bias};
+}
+
+// cuDNN's operators: the same kernels; their logsumexp keeps a trailing
+// dimension of 1 ([B, H, L, 1]), as PyTorch's meta kernel for them says.
+std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> cudnn_forward(
+    const Tensor& query, const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_bias,
+    bool /*compute_log_sumexp: always*/, double dropout_p, bool is_causal, bool return_debug_mask,
+    std::optional<double> scale) {
+  TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4,
+              "_scaled_dot_product_cudnn_attention on simhpu: query, key and value must be 4-D [batch, heads, "
+              "length, dim] (got ", query.dim(), "-D, ", key.dim(), "-D and ", value.dim(), "-D)");
+  auto [output, logsumexp] = attend("_scaled_dot_product_cudnn_attention", query, key, value, attn_bias, dropout_p,
+                                    is_causal, return_debug_mask, scale);
+  return {output, logsumexp.unsqueeze(-1), Tensor(), Tensor(), query.sym_size(-2), key.sym_size(-2),
+          no_seed(query), no_seed(query), Tensor()};
+}
+
+std::tuple<Tensor, Tensor, Tensor> cudnn_backward(
+    const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& out,
+    const Tensor& logsumexp, const Tensor& /*philox_seed*/, const Tensor& /*philox_offset*/,
+    const Tensor& attn_bias, const Tensor& /*cum_seq_q*/, const Tensor& /*cum_seq_k*/, c10::SymInt /*max_q*/,
+    c10::SymInt /*max_k*/, double dropout_p, bool is_causal, std::optional<double> scale) {
+  TORCH_CHECK(logsumexp.dim() == 4 && logsumexp.size(-1) == 1,
+              "_scaled_dot_product_cudnn_attention_backward on simhpu: logsumexp must be the forward's "
+              "[batch, heads, length, 1] (got ", logsumexp.sizes(), ")");
+  if (!grad_out.defined()) {
+    return {};
+  }
+  return attend_backward(grad_out, query, key, value, attn_bias, out, logsumexp.squeeze(-1), dropout_p, is_causal,
+                         scale);
 }
 
 } // namespace
@@ -133,6 +225,9 @@ REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &simhpu::attention::fused_
 } // namespace at::native
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(simhpu::attention::forward));
-  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(simhpu::attention::backward));
+  using namespace simhpu::attention;
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(overrideable_forward));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(overrideable_backward));
+  m.impl("_scaled_dot_product_cudnn_attention", TORCH_FN(cudnn_forward));
+  m.impl("_scaled_dot_product_cudnn_attention_backward", TORCH_FN(cudnn_backward));
 }

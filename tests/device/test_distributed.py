@@ -60,6 +60,11 @@ def test_collective_matches_cpu(ranks, check):
     ranks.run(check)
 
 
+@pytest.mark.parametrize("rotate_method", ["allgather", "alltoall"])
+def test_context_parallel_ring_attention_matches_the_whole_sequence_on_cpu(ranks, rotate_method):
+    ranks.run("context_parallel_attention_matches_cpu", rotate_method)
+
+
 @pytest.mark.parametrize("backend", ["simccl", "cpu:gloo,simhpu:simccl"])
 def test_backend_named_in_init_process_group(backend):
     pool = RankPool(2, env={"CHECK_BACKEND": backend}, init="init_group_by_name")

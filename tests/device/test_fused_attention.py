@@ -1,10 +1,15 @@
 """scaled_dot_product_attention on simhpu takes the CPU's fused (flash) kernels
-where the CPU would, through PyTorch's "overrideable" backend
-(csrc/aten/fused_attention.cpp), and the math decomposition elsewhere; both
-against the CPU, forward and backward, eager and compiled."""
+where the CPU would, through PyTorch's "overrideable" backend or cuDNN's
+operators, as the program's backend order says (csrc/aten/fused_attention.cpp),
+and the math decomposition elsewhere; against the CPU, forward and backward,
+eager and compiled."""
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # The overrideable operators run the CPU's flash kernels, which op_routes sees.
 FUSED = "aten::_scaled_dot_product_flash_attention_for_cpu"
@@ -162,3 +167,79 @@ def test_the_overrideable_operators_refuse_what_they_cannot_carry_and_the_device
             0.0, False, none, none)
     cpu_out = F.scaled_dot_product_attention(*(t.cpu() for t in (q, k, v)))
     torch.testing.assert_close(out.cpu(), cpu_out)  # the refusals left the device usable
+
+
+class OperatorNames(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def attention_operators(names):
+    return sorted({n.split(".")[1] for n in names if "attention" in n})
+
+
+# torchtitan's order (cuDNN first, as a Hopper part takes it), the default order (flash first),
+# and a program that put math first.
+@pytest.mark.parametrize("order, operator", [
+    ([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH], "_scaled_dot_product_cudnn_attention"),
+    (None, "_scaled_dot_product_fused_attention_overrideable"),
+    ([SDPBackend.MATH, SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION], None),
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_fused_operator_named_follows_the_programs_backend_order(order, operator, dtype):
+    tensors, _ = inputs(dtype, heads=(4, 2, 2))
+    names = OperatorNames()
+    ordered = sdpa_kernel(order, set_priority=True) if order else contextlib.nullcontext()
+    with ordered, names:
+        got = run("simhpu", tensors, None, is_causal=True, enable_gqa=True)
+    for g, e in zip(got, run("cpu", tensors, None, is_causal=True, enable_gqa=True)):
+        torch.testing.assert_close(g, e, **tolerance(dtype))
+    expected = [operator, operator + "_backward"] if operator else []
+    assert attention_operators(names.names) == sorted(expected), names.names
+
+
+def test_the_cudnn_operators_pass_opcheck_and_compile():
+    from torch.library import opcheck
+    (q, k, v), mask = inputs(mask="float")
+    args = [t.to("simhpu").requires_grad_() for t in (q, k, v)]
+    for bias in (None, mask.to("simhpu")):
+        opcheck(torch.ops.aten._scaled_dot_product_cudnn_attention.default, (*args, bias, True, 0.0, bias is None),
+                test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+    torch._dynamo.reset()
+
+    def step(q, k, v):
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH], set_priority=True):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+
+    def grads(fn):
+        leaves = [t.detach().to("simhpu").requires_grad_() for t in (q, k, v)]
+        out = fn(*leaves)
+        out.sum().backward()
+        return [out.detach().cpu()] + [t.grad.cpu() for t in leaves]
+
+    for c, e in zip(grads(torch.compile(step)), grads(step)):
+        torch.testing.assert_close(c, e, atol=1e-5, rtol=1e-5)
+
+
+def test_the_cudnn_operators_refuse_what_they_cannot_carry_and_the_device_goes_on():
+    (q, k, v), _ = inputs()
+    q, k, v = (t.to("simhpu") for t in (q, k, v))
+    forward = torch.ops.aten._scaled_dot_product_cudnn_attention
+    with pytest.raises(RuntimeError, match="_scaled_dot_product_cudnn_attention on simhpu: query, key and value "
+                                           "must be 4-D .batch, heads, length, dim. .got 3-D"):
+        forward(q[0], k[0], v[0], None, True)
+    with pytest.raises(RuntimeError, match="_scaled_dot_product_cudnn_attention on simhpu: dropout_p must be 0"):
+        forward(q, k, v, None, True, 0.5)
+    out, logsumexp = forward(q, k, v, None, True)[:2]
+    assert logsumexp.shape == (*q.shape[:3], 1) and logsumexp.dtype == torch.float32
+    none = torch.empty(0, device="simhpu")
+    with pytest.raises(RuntimeError, match="cudnn_attention_backward on simhpu: logsumexp must be the forward's"):
+        torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+            torch.ones_like(out), q, k, v, out, logsumexp.squeeze(-1), none, none, none, none, none, 16, 16, 0.0,
+            False)
+    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(*(t.cpu() for t in (q, k, v))))
