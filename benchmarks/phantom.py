@@ -163,6 +163,7 @@ def titan_rows() -> None:
 LLAMA3_405B_ROWS = [
     ("8,192 GPUs, TP 8 x PP 16 x DP 64, seq 8k", 8192, 8, 1, 16, 64, 8192, 32, 430),
     ("16,384 GPUs, TP 8 x PP 16 x DP 128, seq 8k", 16384, 8, 1, 16, 128, 8192, 16, 400),
+    ("16,384 GPUs, TP 8 x CP 16 x PP 16 x DP 8, seq 128k", 16384, 8, 16, 16, 8, 131072, 16, 380),
 ]
 LLAMA3_405B = {"layers": 126, "dim": 16384, "parameters": 405.85e9}  # torchtitan's "405B" flavor, counted
 

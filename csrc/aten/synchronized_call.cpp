@@ -89,10 +89,16 @@ at::Tensor placeholder_of(const at::Tensor& t) {
 }
 
 // A known device tensor's values on the host, in its layout.
+// A device tensor's values on the host, laid out as on the device: a copy of the memory
+// its elements span, viewed with its strides (an expanded tensor's elements share memory,
+// which no copy into a tensor of those strides could write).
 at::Tensor host_copy_of(const at::Tensor& t) {
-  at::Tensor host = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
-  host.copy_(describe_tensor(t).cpu_view());
-  return host;
+  const at::Tensor device_view = describe_tensor(t).cpu_view();
+  int64_t span = t.numel() > 0 ? 1 : 0;
+  for (int64_t d = 0; d < t.dim() && t.numel() > 0; ++d) span += (t.size(d) - 1) * t.stride(d);
+  at::Tensor memory = at::empty({span}, t.options().device(at::kCPU));
+  memory.copy_(device_view.as_strided({span}, {1}, device_view.storage_offset()));
+  return memory.as_strided(t.sizes(), t.strides(), 0);
 }
 
 // While values are not computed (phantom execution), an operator the host would compute whose

@@ -262,6 +262,16 @@ def test_values_the_host_knows_stay_known():
     assert sim.known_launches > 0 and "over values the host knew" in sim.report()
 
 
+def test_an_operator_the_host_computes_over_known_expanded_values_gets_them():
+    """Context parallelism's load balancer gathers positions made by arange(...).expand(batch, seq)
+    with an expanded index: the host's copy of an expanded input keeps its shared elements."""
+    with phantom() as sim:
+        positions = torch.arange(8, dtype=torch.int32, device=D).expand(3, 8)
+        order = torch.tensor([[7, 0, 6, 1, 5, 2, 4, 3]], device=D).expand(3, 8)
+        gathered = torch.gather(positions, 1, order).tolist()
+    assert gathered == [[7, 0, 6, 1, 5, 2, 4, 3]] * 3 and not sim.host_reads
+
+
 _MADE_BEFORE = torch.ones(2, device=D)  # (before any phantom block: its values are not tracked)
 
 
