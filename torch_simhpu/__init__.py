@@ -65,6 +65,10 @@ from torch_simhpu import _pytorch_gaps  # noqa: E402
 
 _pytorch_gaps.install()
 
+from torch_simhpu import _triton  # noqa: E402
+
+_triton.interpret_where_no_gpu()
+
 from torch_simhpu import distributed  # noqa: E402
 
 distributed.register()
