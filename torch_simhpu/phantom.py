@@ -124,6 +124,12 @@ def known_values_launches() -> int:
     return _C._phantom_known_launches()
 
 
+def peer_answers() -> int:
+    """Of those, how many were collectives among simulated peers, answered as if every peer sent
+    what this rank sends (an expert router's token counts, exchanged)."""
+    return _C._phantom_peer_answers()
+
+
 def known_bytes_from_environment() -> int:
     """SIMHPU_PHANTOM_KNOWN_BYTES: the most device memory a kernel may hold and still run for its
     known values (an int >= 0; default 1 MiB); anything else is refused by name."""

@@ -190,6 +190,7 @@ void settle_start(LaunchRecord& record) {
 }
 
 const KernelDef kStart{"simccl", nullptr, &run_start, &skip_start, &settle_start};
+const KernelDef kLocalStart{"simccl", nullptr, &run_start, &skip_start, &settle_start, {}, /*runs_locally=*/true};
 const KernelDef kCompletion{"simccl_wait", nullptr, &run_completion, nullptr, &run_completion};
 
 c10::Device device_of_call(const CollectiveCall& call) {
@@ -392,7 +393,7 @@ c10::intrusive_ptr<c10d::Work> launch_collective(const std::shared_ptr<Transport
     LaunchSlot slot(comm);
     op->ticket = order->take_ticket();
     LaunchRecord& record = slot.record();
-    record.kernel = &kStart;
+    record.kernel = op->call.answers_locally ? &kLocalStart : &kStart;
     record.op_name = op->call.name;
     record.site = site;
     auto starting = std::make_shared<StartingRecord>();

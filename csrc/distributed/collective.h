@@ -75,6 +75,9 @@ struct CollectiveCall {
   uint64_t group = 0, call_index = 0;
   const std::vector<int64_t>* members = nullptr;
   int peer = -1;  // point to point: the peer's world rank (-1: any)
+  // `start` moves nothing between processes (simulated peers: see process_group.h),
+  // and what it writes is its answer for them, so it may run over known values.
+  bool answers_locally = false;
 };
 
 // Queues `call` on the communication stream of its tensors' device and

@@ -3,6 +3,8 @@
 #include "runtime/device.h"
 #include "runtime/kernel_arg.h"
 
+#include <torch/csrc/distributed/c10d/FakeProcessGroup.hpp>
+
 #include <atomic>
 #include <c10/util/Exception.h>
 
@@ -281,6 +283,37 @@ ProcessGroupSimHPU::ProcessGroupSimHPU(c10::intrusive_ptr<c10d::Backend> transpo
   }
 }
 
+namespace {
+
+// all_to_all_single among simulated peers: each peer is taken to send this rank
+// what this rank sends itself (its own share of its input), as peers that route
+// alike would: an expert-parallel router's token counts, exchanged, stay this
+// rank's counts for its own experts from every peer. Where a peer's share is
+// not the size of this rank's own (uneven splits), it gets the start of that
+// share, repeated; the sizes are what the program gave.
+void answer_as_symmetric_peers(const at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& out_splits,
+                               const std::vector<int64_t>& in_splits, int rank, int size) {
+  const at::AutoDispatchBelowAutograd below_autograd;
+  const int64_t rows_in = input.dim() == 0 ? 0 : input.size(0), rows_out = output.dim() == 0 ? 0 : output.size(0);
+  auto share = [size](const std::vector<int64_t>& splits, int64_t rows, int r) {
+    if (splits.empty()) return std::pair<int64_t, int64_t>{rows / size * r, rows / size};
+    int64_t start = 0;
+    for (int i = 0; i < r; ++i) start += splits[i];
+    return std::pair<int64_t, int64_t>{start, splits[r]};
+  };
+  const auto [own_start, own_rows] = share(in_splits, rows_in, rank);
+  const at::Tensor own = input.narrow(0, own_start, own_rows);
+  for (int peer = 0; peer < size; ++peer) {
+    auto [start, rows] = share(out_splits, rows_out, peer);
+    for (int64_t done = 0; done < rows && own_rows > 0; done += std::min(rows - done, own_rows)) {
+      const int64_t n = std::min(rows - done, own_rows);
+      output.narrow(0, start + done, n).copy_(own.narrow(0, 0, n));
+    }
+  }
+}
+
+} // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::launch(CollectiveCall call) {
   if (!call.point_to_point && collective_checks_enabled() && !simulated_peers_) {
     call.signature.collective = static_cast<int64_t>(call.type);
@@ -369,6 +402,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_allgather_base(at::Tensor& o
   call.signature = signature_of(in);
   // As the list form, over one view per rank's part of the output (gloo's
   // tensor form expects the output shaped [world size, *input shape]).
+  call.answers_locally = simulated_peers_;  // (the fake transport writes this rank's input to every part)
   call.start = [transport = transport_, parts = TensorLists{rank_parts(host_view(output), size_)},
                 i = Tensors{host_view(input).reshape(-1)}, opts = opts]() mutable {
     return transport->allgather(parts, i, opts);
@@ -517,6 +551,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall_base(at::Tensor& out
   call.signature = signature_of(in);
   if (!input_split_sizes.empty() || !output_split_sizes.empty()) {
     call.signature.elements = -1;  // uneven splits: each rank's share may differ
+  }
+  if (simulated_peers_) {
+    call.answers_locally = true;
+    call.start = [o = host_view(output), i = host_view(input), out_splits = output_split_sizes,
+                  in_splits = input_split_sizes, rank = rank_, size = size_]() {
+      answer_as_symmetric_peers(o, i, out_splits, in_splits, rank, size);
+      return c10::make_intrusive<c10d::FakeWork>();
+    };
+    return launch(std::move(call));
   }
   call.start = [transport = transport_, o = host_view(output), i = host_view(input), out_splits = output_split_sizes,
                 in_splits = input_split_sizes, opts = opts]() mutable {

@@ -35,6 +35,7 @@ struct State {
   // storage's memory starts its block).
   std::unordered_set<const void*> known;
   int64_t known_launches = 0;
+  int64_t peer_answers = 0;  // of those, collectives answered for simulated peers
   Routing routing;
   int64_t routed = 0;
 };
@@ -128,8 +129,9 @@ class PhantomLens final : public RuntimeObserver {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     if (is_router_histogram(record) && give_routed_histogram(s, record)) return false;
-    // (a kernel that does more than write memory - a collective, a graph's replay - is never run)
-    bool run = record.kernel->settle == nullptr && !record.keep_alive.empty();
+    // (a kernel that does more than write memory - a collective, a graph's replay - is never run,
+    // unless what it does beyond memory is local: a collective among simulated peers)
+    bool run = (record.kernel->settle == nullptr || record.kernel->runs_locally) && !record.keep_alive.empty();
     int64_t bytes = 0;
     for (const c10::Storage& storage : record.keep_alive) {
       if (!storage || storage.device_type() != c10::DeviceType::PrivateUse1) continue;  // (host data: known)
@@ -147,6 +149,7 @@ class PhantomLens final : public RuntimeObserver {
       }
     }
     if (run) ++s.known_launches;
+    if (run && record.kernel->settle != nullptr) ++s.peer_answers;
     return run;
   }
 
@@ -256,6 +259,7 @@ void clear_host_reads() {
     s.reads.clear();
     s.read_at.clear();
     s.known_launches = 0;
+    s.peer_answers = 0;
     s.routed = 0;
   });
 }
@@ -275,6 +279,10 @@ int64_t routed_histograms() {
 
 int64_t known_launches() {
   return locked([](State& s) { return s.known_launches; });
+}
+
+int64_t peer_answers() {
+  return locked([](State& s) { return s.peer_answers; });
 }
 
 } // namespace simhpu::phantom

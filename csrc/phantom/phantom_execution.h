@@ -60,6 +60,9 @@ void clear_host_reads();
 void forget_values(const at::Tensor& t);
 // Kernels run since the last clear because their values were known.
 int64_t known_launches();
+// Of those, collectives among simulated peers, answered as if every peer sent what
+// this rank sends (distributed/process_group.h).
+int64_t peer_answers();
 
 // How a router's tokens spread over its experts, where the program counts them
 // (torch.histc) over values nobody knows: the histogram is this distribution's

@@ -18,6 +18,7 @@ void bind_phantom(py::module_& m) {
       },
       py::arg("on"), py::arg("values"), py::arg("known_bytes") = phantom::kDefaultKnownBytes);
   m.def("_phantom_known_launches", &phantom::known_launches);
+  m.def("_phantom_peer_answers", &phantom::peer_answers);
   m.def("_phantom_forget_values", [](const at::Tensor& t) { phantom::forget_values(t); });
   m.def("_phantom_set_routing", [](int kind, double exponent, std::vector<double> weights, std::string setting) {
     phantom::set_routing(phantom::Routing{static_cast<phantom::Routing::Kind>(kind), exponent, std::move(weights),

@@ -46,6 +46,10 @@ struct KernelDef {
   // collective takes its turn). Null: nothing.
   RecordKernelFn settle = nullptr;
   KernelSignature signature;
+  // A kernel with `settle` whose work beyond device memory involves no other
+  // process (a collective whose peers are simulated: its transport answers
+  // locally). Where its inputs' values are known, phantom execution may run it.
+  bool runs_locally = false;
 };
 
 // One slot of a stream's ring. A producer fills it in place and the worker

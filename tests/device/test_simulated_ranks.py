@@ -182,3 +182,51 @@ print("BACKENDS", dist.get_backend(), dist.get_backend(checkpointing), on_host.t
                      cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "BACKENDS" in out.stdout and "[1.0, 1.0, 1.0, 1.0]" in out.stdout
+
+
+EXPERT_COUNTS_SCRIPT = r'''
+import json, sys, torch, torch.distributed as dist
+from torch.distributed._functional_collectives import all_to_all_single
+
+dist.init_process_group()
+rank, world = dist.get_rank(), dist.get_world_size()
+import torch_simhpu.phantom
+tokens = torch.randn(512, 64, device="simhpu")
+torch_simhpu.phantom.forget_values(tokens)  # (as a model's activations: values nobody computed)
+experts = torch.nn.Linear(64, 16).to("simhpu")(tokens).argmax(-1)
+counts = torch.histc(experts.float(), bins=16, min=0, max=15)  # the stated routing's counts: known
+exchanged = all_to_all_single(counts, None, None, group=dist.group.WORLD)
+exchanged = torch.ops._c10d_functional.wait_tensor(exchanged)
+splits = exchanged.view(world, -1).sum(1).to("cpu").tolist()  # what torchtitan's expert parallelism reads
+gathered = torch.empty(world * 16, device="simhpu")
+dist.all_gather_into_tensor(gathered, counts)
+print("RESULT", json.dumps({"counts": counts.tolist(), "splits": splits, "gathered": gathered.tolist()}))
+'''
+
+
+def test_an_expert_routers_counts_exchanged_among_simulated_peers_stay_known(tmp_path):
+    """Expert parallelism's all_to_all_single of a router's token counts, on a simulated rank:
+    every peer is taken to route as this rank does, so this rank receives, from each, its own
+    count for its own experts: a skewed routing sends rank 0 (the first experts) more tokens
+    than the last rank, and the split sizes the program reads are those, not placeholders."""
+    import json
+
+    (tmp_path / "route.py").write_text(EXPERT_COUNTS_SCRIPT)
+    results = {}
+    for routing, rank in (("balanced", "0"), ("zipf:1.0", "0"), ("zipf:1.0", "3")):
+        code = ("import sys; from torch_simhpu.simulation import main; "
+                f"sys.exit(main(['--profile', 'h100-sxm', '--world', '4', '--rank', '{rank}', 'route.py']))")
+        out = run_python(code, cwd=tmp_path, SIMHPU_PHANTOM_ROUTING=routing)
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[routing, rank] = json.loads(out.stdout.split("RESULT", 1)[1].splitlines()[0])
+        assert "host reads of device values" not in out.stdout, out.stdout[-3000:]
+        assert re.search(r"\(2 collectives answered as if every simulated peer sent what this rank sends\)",
+                         out.stdout), out.stdout[-3000:]
+    balanced = results["balanced", "0"]
+    assert balanced["counts"] == [32.0] * 16 and balanced["splits"] == [128.0] * 4
+    assert balanced["gathered"] == [32.0] * 64  # every peer's counts: this rank's
+    skewed, last = results["zipf:1.0", "0"], results["zipf:1.0", "3"]
+    own = lambda r, counts: sum(counts[4 * r:4 * r + 4])  # noqa: E731 (the counts for rank r's four experts)
+    assert skewed["splits"] == [own(0, skewed["counts"])] * 4 and last["splits"] == [own(3, last["counts"])] * 4
+    assert skewed["splits"][0] > 3 * last["splits"][0]  # the hot experts' rank gets many more tokens
+    assert sum(skewed["counts"]) == 512.0

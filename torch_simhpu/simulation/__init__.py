@@ -552,6 +552,7 @@ class Simulation:
         self._step_hooks = ()
         self.host_reads: list[phantom.HostRead] = []  # placeholder reads, under phantom execution
         self.known_launches = 0  # kernels run under phantom execution because the host knew their inputs
+        self.peer_answers = 0  # of those, collectives answered for simulated peers from this rank's values
         self.routed_histograms = 0  # router histograms given SIMHPU_PHANTOM_ROUTING's distribution
 
     def _begin(self) -> None:
@@ -589,6 +590,7 @@ class Simulation:
             self.phantom = phantom.enabled()
             self.host_reads = phantom.host_reads() if self.phantom else []
             self.known_launches = phantom.known_values_launches() if self.phantom else 0
+            self.peer_answers = phantom.peer_answers() if self.phantom else 0
             self.routed_histograms = phantom.routed_histograms() if self.phantom else 0
             self.memory = self._ledger.end()
             rows = _C._simclock_stop_log(self._mark)
@@ -837,7 +839,9 @@ class Simulation:
             return ""
         if not self.known_launches:
             return ", phantom: none ran"
-        return f", phantom: {self.known_launches} ran, over values the host knew"
+        peers = (f" ({self.peer_answers} collectives answered as if every simulated peer sent what this rank sends)"
+                 if self.peer_answers else "")
+        return f", phantom: {self.known_launches} ran, over values the host knew{peers}"
 
     def report(self, top: int = 20) -> str:
         busy = self.busy()
