@@ -3,6 +3,7 @@
     python benchmarks/phantom.py            all rows
     python benchmarks/phantom.py --quick    skip the 70B row
     python benchmarks/phantom.py --405b     the Llama 3 405B pipeline rows only
+    python benchmarks/phantom.py --experts  the DeepSeek-V3 expert-parallel rows only
 
 Rows (each in a fresh process, SIMHPU_DEVICE_PROFILE=h100-sxm SIMHPU_EXECUTE=0):
 - the phantom launch path: launches per second of the runtime's own launch path
@@ -123,12 +124,19 @@ def titan(folder, config, ranks, steps, tokens_per_step) -> dict:
     return {"span": span, "memory": memory[-1], "wall": wall, "rss_gb": rss, "planner": planner}
 
 
-def titan_rows() -> None:
+def titan_workdir(prefix: str) -> str:
+    """A working folder for torchtitan's runs: a tokenizer of Llama 3's 128,256 entries and a
+    C4-shaped dataset (tests/titan_runs/harness.py)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from tests.titan_runs.harness import make_workdir
 
-    folder = tempfile.mkdtemp(prefix="simhpu-titan-")
+    folder = tempfile.mkdtemp(prefix=prefix)
     make_workdir(Path(folder), reserved_to=128256)
+    return folder
+
+
+def titan_rows() -> None:
+    folder = titan_workdir("simhpu-titan-")
     print(f"\ntorchtitan (unchanged) under phantom execution on {PROFILE}, rank 0 of each layout, seq {SEQ_LEN}:")
     print(f"{'published row':<40} {'wall 1 step':>11} {'RSS':>7} {'step (sim)':>10} {'TPS/GPU':>8} "
           f"{'published':>9} {'step err':>8} {'GiB':>6} {'published':>9} {'mem err':>7}")
@@ -237,11 +245,7 @@ def pipeline_job(folder: str, name: str, gpus: int, tp: int, cp: int, pp: int, s
 
 
 def llama3_405b_rows() -> None:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from tests.titan_runs.harness import make_workdir
-
-    folder = tempfile.mkdtemp(prefix="simhpu-405b-")
-    make_workdir(Path(folder), reserved_to=128256)
+    folder = titan_workdir("simhpu-405b-")
     print("\ntorchtitan's Llama 3 405B (unchanged), Interleaved1F1B, full AC, bfloat16 (FSDP's mixed precision), "
           "on h100-sxm: a process a pipeline stage, clocks joined; 2 steps, the second's time")
     print(f"{'layout (Llama 3 paper, Table 4)':<46} {'wall':>7} {'memory':>7} {'step':>8} {'TFLOP/s':>8} "
@@ -257,14 +261,68 @@ def llama3_405b_rows() -> None:
           "TFLOP/s a GPU: 6 x parameters + causal attention, as the paper's MFU")
 
 
+# torchtitan's DeepSeek-V3 16B (64 routed experts, 6 a token, 2 shared; unchanged) at expert
+# parallelism 64 over 64 ranks (FSDP over the same 64), 2 sequences of 4,096 tokens a rank:
+# the routing stated by SIMHPU_PHANTOM_ROUTING, and the rank played (0 holds expert 0, the
+# hottest under a Zipf skew; 63 the coldest).
+DEEPSEEK_ROWS = [("balanced", 0), ("zipf:0.5", 0), ("zipf:0.5", 63)]
+
+
+def deepseek_job(folder: str, routing: str, rank: int, steps: int = 3) -> dict:
+    """One simulated rank of the expert-parallel job: its step, the time its routed all_to_alls
+    and its experts' GEMMs take a step, and the tokens its experts receive a step."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from tests.titan_runs.harness import DEBUG_MODEL_TOML
+
+    config = Path(folder) / "deepseek_v3_16b_ep64.toml"
+    config.write_text(DEBUG_MODEL_TOML.replace('name = "llama3"', 'name = "deepseek_v3"')
+                      .replace('flavor = "debugmodel"', 'flavor = "16B"')
+                      .replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 1\nexpert_parallel_degree = 64")
+                      .replace("local_batch_size = 8", "local_batch_size = 2").replace("seq_len = 2048", "seq_len = 4096"))
+    command = [sys.executable, "-m", "torch_simhpu.simulation", "--profile", "h100-sxm", "--world", "64",
+               "--rank", str(rank), "-m", "torchtitan.train", "--job.config_file", str(config),
+               "--training.steps", str(steps)]
+    start = time.perf_counter()
+    out = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=1800,
+                         env=dict(os.environ, SIMHPU_PHANTOM_ROUTING=routing))
+    wall = time.perf_counter() - start
+    if out.returncode != 0:
+        raise RuntimeError(f"{routing} rank {rank}: {out.stderr[-4000:]}")
+    step = float(re.search(r"the step: ([0-9.]+) s", out.stdout).group(1))
+    seconds = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+    def operator_time(name: str) -> float:
+        match = re.search(rf"^{re.escape(name)} +\d+ +([0-9.]+) (s|ms|us)", out.stdout, re.M)
+        return float(match.group(1)) * seconds[match.group(2)] / steps if match else 0.0
+
+    return {"wall": wall, "step": step, "all_to_all": operator_time("all_to_all_single"),
+            "mm": operator_time("aten::mm.out")}
+
+
+def deepseek_rows() -> None:
+    folder = titan_workdir("simhpu-deepseek-")
+    print("\ntorchtitan's DeepSeek-V3 16B (unchanged), expert parallelism 64 on 64 ranks, 2 x 4,096 tokens a rank, "
+          "h100-sxm, 3 steps (the step: the mean of the last 2)")
+    print(f"{'routing':<10} {'rank':>5} {'wall':>7} {'step':>8} {'all_to_all a step':>18} {'GEMMs a step':>13}")
+    for routing, rank in DEEPSEEK_ROWS:
+        row = deepseek_job(folder, routing, rank)
+        print(f"{routing:<10} {rank:>5} {row['wall']:>5.0f} s {row['step']:>6.3f} s {row['all_to_all']:>16.3f} s "
+              f"{row['mm']:>11.3f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="the launch rates only")
     parser.add_argument("--405b", dest="llama405", action="store_true",
-                        help="only torchtitan's Llama 3 405B at the Llama 3 paper's pipeline layouts (20 minutes)")
+                        help="only torchtitan's Llama 3 405B at the Llama 3 paper's layouts (30 minutes)")
+    parser.add_argument("--experts", action="store_true",
+                        help="only torchtitan's DeepSeek-V3 16B at expert parallelism 64, balanced and skewed (5 minutes)")
     options = parser.parse_args()
     if options.llama405:
         llama3_405b_rows()
+        return
+    if options.experts:
+        deepseek_rows()
         return
     phantom = run(LAUNCH_RATES, PHANTOM_ENV)
     executed = run(LAUNCH_RATES, {})
@@ -277,6 +335,7 @@ def main() -> None:
     if not options.quick:
         titan_rows()
         llama3_405b_rows()
+        deepseek_rows()
 
 
 if __name__ == "__main__":
