@@ -80,3 +80,57 @@ def test_llama_70b_at_its_published_layout_runs_in_phantom_on_256_simulated_rank
     assert 20 < memory < 74.5, memory  # the part's memory, held by the step (not this machine's)
     # FSDP's collectives over the 32 ranks of the data-parallel dimension, one per node
     assert any(line.startswith("all_gather") and "(32)" in line for line in log.splitlines()), log[-3000:]
+
+
+def _simulated_titan(root, config_text, world, rank, *args, **env):
+    import os
+    import subprocess
+    import sys
+
+    (root / "job.toml").write_text(config_text)
+    done = subprocess.run([sys.executable, "-m", "torch_simhpu.simulation", "--profile", "h100-sxm", "--world",
+                           str(world), "--rank", str(rank), "-m", "torchtitan.train", "--job.config_file", "job.toml",
+                           "--training.steps", "2", *args],
+                          cwd=root, capture_output=True, text=True, timeout=600, env=dict(os.environ, **env))
+    log = harness.ANSI.sub("", done.stdout + done.stderr)
+    assert done.returncode == 0, log[-4000:]
+    assert "step:  2" in log, log[-3000:]
+    return log
+
+
+def test_context_parallelism_runs_its_ring_attention_on_simulated_ranks(tmp_path):
+    """torchtitan's context parallelism (ring attention over the cp dimension, head-and-tail load
+    balancing of 2 sequences) and tensor parallelism on rank 0 of 8 simulated ranks: the device's
+    fused attention is taken by PyTorch's ring (cuDNN's operators under torchtitan's backend order),
+    and the keys and values are all-gathered over the 2 ranks of the cp group."""
+    root = harness.make_workdir(tmp_path)
+    config = harness.DEBUG_MODEL_TOML.replace(
+        "tensor_parallel_degree = 1", "tensor_parallel_degree = 2\ncontext_parallel_degree = 2").replace(
+        "local_batch_size = 8", "local_batch_size = 2")
+    log = _simulated_titan(root, config, 8, 0)
+    assert "cp=2, tp=2" in log and "Applied Context Parallel to the model" in log
+    assert "aten::_scaled_dot_product_flash_attention_fo" in log  # the fused kernels, not the math path
+    assert any(line.startswith("all_gather") and "(2)" in line for line in log.splitlines()), log[-3000:]
+
+
+def _largest_all_to_all(log):
+    sizes = [int(line.split()[1]) for line in log.splitlines() if line.startswith("all_to_all ")]
+    assert sizes, log[-3000:]
+    return max(sizes)
+
+
+def test_expert_parallelism_moves_the_tokens_the_stated_routing_sends(tmp_path):
+    """torchtitan's DeepSeek-V3 debug model (8 experts, 3 a token) at expert parallelism 8, rank 0
+    of 8 simulated ranks: the router's counts are the stated routing's and are exchanged among the
+    simulated peers, so under a Zipf skew rank 0 (expert 0, the hottest) receives more tokens than
+    balanced, and its token dispatch moves more bytes."""
+    root = harness.make_workdir(tmp_path)
+    config = harness.DEBUG_MODEL_TOML.replace('name = "llama3"', 'name = "deepseek_v3"').replace(
+        "tensor_parallel_degree = 1", "tensor_parallel_degree = 1\nexpert_parallel_degree = 8")
+    balanced = _simulated_titan(root, config, 8, 0, SIMHPU_PHANTOM_ROUTING="balanced")
+    skewed = _simulated_titan(root, config, 8, 0, SIMHPU_PHANTOM_ROUTING="zipf:1.0")
+    for log in (balanced, skewed):
+        assert "ep=8" in log and re.search(r"collectives answered as if every simulated peer sent", log), log[-3000:]
+    assert "routing (SIMHPU_PHANTOM_ROUTING): zipf:1.0" in skewed
+    # expert 0's share under Zipf 1.0 over 8 experts: 1 / (1 + 1/2 + ... + 1/8) = 37 %, 2.9 x balanced
+    assert _largest_all_to_all(skewed) > 2.5 * _largest_all_to_all(balanced)
