@@ -166,6 +166,20 @@ def test_the_pipeline_bubble_is_compute_idle_while_a_joined_peer_held_a_transfer
     assert "pipeline bubble a step: 2.500 s = 41.7% of the step" in "\n".join(sim._planner_lines())
     alone = synthetic([("mm", "matrix", 0, 0.0, 1.0, "host", -1), ("mm", "matrix", 0, 2.0, 3.0, "host", -1)])
     assert alone.pipeline_bubble() is None and "pipeline bubble" not in "\n".join(alone._planner_lines())
+    assert sim.collective_waits() is None  # (the all_gather was the host's, not a peer's)
+
+
+def test_compute_held_by_a_slower_peer_at_a_collective_is_not_a_pipeline_bubble():
+    """An expert-parallel exchange waiting for the rank that got the most tokens: its own line."""
+    sim = synthetic([("mm", "matrix", 0, 0.0, 1.0, "host", -1),
+                     ("all_to_all_single", "collective", 7, 2.5, 3.0, "peer", -1),  # the hot rank came at 2.5
+                     ("mm", "matrix", 0, 3.0, 4.0, "event", 1)])                    # 2 s idle for it
+    assert sim.pipeline_bubble() is None
+    waits = sim.collective_waits()
+    assert waits["time"] == pytest.approx(2.0) and waits["gaps"] == 1
+    lines = "\n".join(sim._planner_lines())
+    assert "waiting for slower joined peers at collectives a step: 2.000 s = 50.0% of the step" in lines
+    assert "pipeline bubble" not in lines
 
 
 class TwoOptimizers(torch.optim.Optimizer):

@@ -532,6 +532,10 @@ class Launch:
         return self.end - self.start
 
 
+# Point-to-point operations (a pipeline's transfers), by the names launches carry.
+_POINT_TO_POINT = ("send", "recv")
+
+
 class Simulation:
     """What a simulate() block recorded; report() prints it."""
 
@@ -721,28 +725,37 @@ class Simulation:
 
     def pipeline_bubble(self) -> dict | None:
         """Per step of the steady window: seconds no compute kernel ran because this rank waited for
-        a joined peer (a pipeline stage's receive from the stage before it, or its send's partner):
-        a compute gap counts when the launch that ended it waited, through the events and streams it
-        was ordered after, on a transfer or collective whose start a joined peer delayed into the gap.
-        None when no joined peer held compute up (one process, or no pipeline)."""
+        a joined peer's transfer (a pipeline stage's receive from the stage before it, or its send's
+        partner): a compute gap counts when the launch that ended it waited, through the events and
+        streams it was ordered after, on a send or receive whose start a joined peer delayed into the
+        gap. None when no joined peer held compute up (one process, or no pipeline)."""
+        return self._compute_held_by_peers(point_to_point=True)
+
+    def collective_waits(self) -> dict | None:
+        """As pipeline_bubble, for collectives a slower joined peer delayed (an expert-parallel
+        exchange waiting for the rank whose experts got the most tokens)."""
+        return self._compute_held_by_peers(point_to_point=False)
+
+    def _compute_held_by_peers(self, point_to_point: bool) -> dict | None:
         start, end, steps = self.steady_window()
         by_id = {x.id: x for x in self.launches}
         compute = [x for x in self.kernels() if x.work in ("vector", "matrix")]
         starting = {}
         for x in compute:  # the compute launch that ends each gap: the first to start at its end
             starting.setdefault(x.start, x)
-        bubble, gaps = 0.0, 0
+        held, gaps = 0.0, 0
         for gap_start, gap_end in _subtract([(start, end)], _clip(_union(compute), start, end)):
             x = starting.get(gap_end)
             while x is not None and x.start > gap_start and x.cause in ("event", "stream", "peer"):
                 if x.cause == "peer":
-                    bubble += gap_end - gap_start
-                    gaps += 1
+                    if (x.op in _POINT_TO_POINT) == point_to_point:
+                        held += gap_end - gap_start
+                        gaps += 1
                     break
                 x = by_id.get(x.after)
         if not gaps:
             return None
-        return {"time": bubble / steps, "gaps": gaps / steps, "window": (end - start) / steps}
+        return {"time": held / steps, "gaps": gaps / steps, "window": (end - start) / steps}
 
     def peak_flops(self) -> tuple[float, torch.dtype | None]:
         """The profile's matrix peak (FLOP/s) for the dtype that did most of the matrix FLOPs."""
@@ -805,6 +818,11 @@ class Simulation:
         if bubble is not None:
             lines.append(f"pipeline bubble a step: {_t(bubble['time'])} = {_pct(bubble['time'], bubble['window'])} "
                          f"of the step, no compute while waiting for a joined peer ({bubble['gaps']:.0f} gaps)")
+        waits = self.collective_waits()
+        if waits is not None:
+            lines.append(f"waiting for slower joined peers at collectives a step: {_t(waits['time'])} = "
+                         f"{_pct(waits['time'], waits['window'])} of the step, no compute meanwhile "
+                         f"({waits['gaps']:.0f} gaps)")
         if isinstance(self.memory, MemoryBreakdown):
             m = self.memory
             verdict = "fits" if m.peak <= m.capacity else "does not fit"
