@@ -117,13 +117,16 @@ def test_flops_per_token_given_replaces_six_times_the_parameters():
             pass
 
 
+_KINDS = {"recv": "send/recv", "send": "send/recv", "all_to_all_single": "all_to_all", "all_gather": "all_gather"}
+
+
 def synthetic(rows) -> Simulation:
     """A Simulation over launches given as (op, work, stream, start, end, cause, after)."""
     sim = Simulation("h100-sxm")
     sim.profile_data = load_profile("h100-sxm")
     sim.finish = max(r[4] for r in rows)
     sim.launches = [Launch(i, op, op, None, 0, 0, stream, work, "compute",
-                           "all_reduce" if work == "collective" else None, 8, torch.bfloat16, 1e9, 1e6, 0.5,
+                           _KINDS.get(op, "all_reduce") if work == "collective" else None, 8, torch.bfloat16, 1e9, 1e6, 0.5,
                            start, start, end, cause, after)
                     for i, (op, work, stream, start, end, cause, after) in enumerate(rows)]
     return sim
@@ -166,11 +169,12 @@ def test_the_pipeline_bubble_is_compute_idle_while_a_joined_peer_held_a_transfer
     assert "pipeline bubble a step: 2.500 s = 41.7% of the step" in "\n".join(sim._planner_lines())
     alone = synthetic([("mm", "matrix", 0, 0.0, 1.0, "host", -1), ("mm", "matrix", 0, 2.0, 3.0, "host", -1)])
     assert alone.pipeline_bubble() is None and "pipeline bubble" not in "\n".join(alone._planner_lines())
-    assert sim.collective_waits() is None  # (the all_gather was the host's, not a peer's)
+    assert sim.collective_waits() is None  # (a rank that receives: a pipeline stage)
 
 
 def test_compute_held_by_a_slower_peer_at_a_collective_is_not_a_pipeline_bubble():
-    """An expert-parallel exchange waiting for the rank that got the most tokens: its own line."""
+    """On a rank that neither sends nor receives (an expert-parallel exchange waiting for the rank
+    that got the most tokens), compute held up by a joined peer has its own line."""
     sim = synthetic([("mm", "matrix", 0, 0.0, 1.0, "host", -1),
                      ("all_to_all_single", "collective", 7, 2.5, 3.0, "peer", -1),  # the hot rank came at 2.5
                      ("mm", "matrix", 0, 3.0, 4.0, "event", 1)])                    # 2 s idle for it

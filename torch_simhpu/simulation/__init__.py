@@ -503,7 +503,7 @@ def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str 
                 _C._simclock_set_profile(_profiles_in_use[before])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (a step of a large job logs hundreds of thousands)
 class Launch:
     """One launch on the simulated timeline (times in simulated seconds)."""
     id: int
@@ -532,8 +532,9 @@ class Launch:
         return self.end - self.start
 
 
-# Point-to-point operations (a pipeline's transfers), by the names launches carry.
-_POINT_TO_POINT = ("send", "recv")
+# Point-to-point operations (a pipeline's transfers): their collective kind (csrc/runtime/launch_work.cpp),
+# and the names their launches and completion markers carry.
+_POINT_TO_POINT_KIND, _POINT_TO_POINT_OPS = "send/recv", ("send", "recv")
 
 
 class Simulation:
@@ -725,18 +726,23 @@ class Simulation:
 
     def pipeline_bubble(self) -> dict | None:
         """Per step of the steady window: seconds no compute kernel ran because this rank waited for
-        a joined peer's transfer (a pipeline stage's receive from the stage before it, or its send's
-        partner): a compute gap counts when the launch that ended it waited, through the events and
-        streams it was ordered after, on a send or receive whose start a joined peer delayed into the
-        gap. None when no joined peer held compute up (one process, or no pipeline)."""
-        return self._compute_held_by_peers(point_to_point=True)
+        a joined peer, on a rank that sends or receives (a pipeline stage's receive from the stage
+        before it, or its send's partner): a compute gap counts when the launch that ended it
+        waited, through the events and streams it was ordered after, on work whose start a joined
+        peer delayed into the gap. None when no joined peer held compute up (one process, or no
+        pipeline)."""
+        return self._compute_held_by_peers() if self._transfers() else None
 
     def collective_waits(self) -> dict | None:
-        """As pipeline_bubble, for collectives a slower joined peer delayed (an expert-parallel
-        exchange waiting for the rank whose experts got the most tokens)."""
-        return self._compute_held_by_peers(point_to_point=False)
+        """As pipeline_bubble, on a rank that neither sends nor receives: compute held up while a
+        collective waited for a slower joined peer (an expert-parallel exchange waiting for the
+        rank whose experts got the most tokens)."""
+        return None if self._transfers() else self._compute_held_by_peers()
 
-    def _compute_held_by_peers(self, point_to_point: bool) -> dict | None:
+    def _transfers(self) -> bool:
+        return any(x.collective == _POINT_TO_POINT_KIND or x.op in _POINT_TO_POINT_OPS for x in self.launches)
+
+    def _compute_held_by_peers(self) -> dict | None:
         start, end, steps = self.steady_window()
         by_id = {x.id: x for x in self.launches}
         compute = [x for x in self.kernels() if x.work in ("vector", "matrix")]
@@ -748,9 +754,8 @@ class Simulation:
             x = starting.get(gap_end)
             while x is not None and x.start > gap_start and x.cause in ("event", "stream", "peer"):
                 if x.cause == "peer":
-                    if (x.op in _POINT_TO_POINT) == point_to_point:
-                        held += gap_end - gap_start
-                        gaps += 1
+                    held += gap_end - gap_start
+                    gaps += 1
                     break
                 x = by_id.get(x.after)
         if not gaps:
