@@ -156,8 +156,9 @@ std::tuple<Tensor, Tensor, Tensor> attend_backward(const Tensor& grad_out, const
 }
 
 // Neither operator draws randomness: their seed and offset are 0 (a value, so that
-// a compiled graph's outputs equal eager's).
+// a compiled graph's outputs equal eager's), which the part's kernel writes itself.
 Tensor no_seed(const Tensor& query) {
+  const OwnWorkScope own_work;
   return at::zeros({}, query.options().dtype(at::kLong));
 }
 
