@@ -269,8 +269,8 @@ DEEPSEEK_ROWS = [("balanced", 0), ("zipf:0.5", 0), ("zipf:0.5", 63)]
 
 
 def deepseek_job(folder: str, routing: str, rank: int, steps: int = 3) -> dict:
-    """One simulated rank of the expert-parallel job: its step, the time its routed all_to_alls
-    and its experts' GEMMs take a step, and the tokens its experts receive a step."""
+    """One simulated rank of the expert-parallel job: its wall time, its step, and the time its
+    all_to_alls and its GEMMs take a step."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from tests.titan_runs.harness import DEBUG_MODEL_TOML
 

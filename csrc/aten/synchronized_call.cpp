@@ -88,7 +88,6 @@ at::Tensor placeholder_of(const at::Tensor& t) {
   return host;
 }
 
-// A known device tensor's values on the host, in its layout.
 // A device tensor's values on the host, laid out as on the device: a copy of the memory
 // its elements span, viewed with its strides (an expanded tensor's elements share memory,
 // which no copy into a tensor of those strides could write).

@@ -302,12 +302,15 @@ void answer_as_symmetric_peers(const at::Tensor& output, const at::Tensor& input
     return std::pair<int64_t, int64_t>{start, splits[r]};
   };
   const auto [own_start, own_rows] = share(in_splits, rows_in, rank);
+  if (own_rows == 0) return;
   const at::Tensor own = input.narrow(0, own_start, own_rows);
   for (int peer = 0; peer < size; ++peer) {
-    auto [start, rows] = share(out_splits, rows_out, peer);
-    for (int64_t done = 0; done < rows && own_rows > 0; done += std::min(rows - done, own_rows)) {
+    const auto [start, rows] = share(out_splits, rows_out, peer);
+    int64_t done = 0;
+    while (done < rows) {
       const int64_t n = std::min(rows - done, own_rows);
       output.narrow(0, start + done, n).copy_(own.narrow(0, 0, n));
+      done += n;
     }
   }
 }
@@ -552,19 +555,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::alltoall_base(at::Tensor& out
   if (!input_split_sizes.empty() || !output_split_sizes.empty()) {
     call.signature.elements = -1;  // uneven splits: each rank's share may differ
   }
+  call.answers_locally = simulated_peers_;
   if (simulated_peers_) {
-    call.answers_locally = true;
     call.start = [o = host_view(output), i = host_view(input), out_splits = output_split_sizes,
                   in_splits = input_split_sizes, rank = rank_, size = size_]() {
       answer_as_symmetric_peers(o, i, out_splits, in_splits, rank, size);
       return c10::make_intrusive<c10d::FakeWork>();
     };
-    return launch(std::move(call));
+  } else {
+    call.start = [transport = transport_, o = host_view(output), i = host_view(input),
+                  out_splits = output_split_sizes, in_splits = input_split_sizes, opts = opts]() mutable {
+      return transport->alltoall_base(o, i, out_splits, in_splits, opts);
+    };
   }
-  call.start = [transport = transport_, o = host_view(output), i = host_view(input), out_splits = output_split_sizes,
-                in_splits = input_split_sizes, opts = opts]() mutable {
-    return transport->alltoall_base(o, i, out_splits, in_splits, opts);
-  };
   return launch(std::move(call));
 }
 

@@ -200,7 +200,12 @@ exchanged = torch.ops._c10d_functional.wait_tensor(exchanged)
 splits = exchanged.view(world, -1).sum(1).to("cpu").tolist()  # what torchtitan's expert parallelism reads
 gathered = torch.empty(world * 16, device="simhpu")
 dist.all_gather_into_tensor(gathered, counts)
-print("RESULT", json.dumps({"counts": counts.tolist(), "splits": splits, "gathered": gathered.tolist()}))
+# uneven splits: this rank's own share (its part of its input), repeated to fill each peer's part
+uneven = torch.arange(10.0, device="simhpu")
+received = torch.empty(8, device="simhpu")
+dist.all_to_all_single(received, uneven, output_split_sizes=[2] * 4, input_split_sizes=[1, 2, 3, 4])
+print("RESULT", json.dumps({"counts": counts.tolist(), "splits": splits, "gathered": gathered.tolist(),
+                            "uneven": received.tolist()}))
 '''
 
 
@@ -220,7 +225,7 @@ def test_an_expert_routers_counts_exchanged_among_simulated_peers_stay_known(tmp
         assert out.returncode == 0, out.stderr[-3000:]
         results[routing, rank] = json.loads(out.stdout.split("RESULT", 1)[1].splitlines()[0])
         assert "host reads of device values" not in out.stdout, out.stdout[-3000:]
-        assert re.search(r"\(2 collectives answered as if every simulated peer sent what this rank sends\)",
+        assert re.search(r"\(3 collectives answered as if every simulated peer sent what this rank sends\)",
                          out.stdout), out.stdout[-3000:]
     balanced = results["balanced", "0"]
     assert balanced["counts"] == [32.0] * 16 and balanced["splits"] == [128.0] * 4
@@ -230,3 +235,5 @@ def test_an_expert_routers_counts_exchanged_among_simulated_peers_stay_known(tmp
     assert skewed["splits"] == [own(0, skewed["counts"])] * 4 and last["splits"] == [own(3, last["counts"])] * 4
     assert skewed["splits"][0] > 3 * last["splits"][0]  # the hot experts' rank gets many more tokens
     assert sum(skewed["counts"]) == 512.0
+    assert skewed["uneven"] == [0.0, 0.0] * 4  # rank 0's own share: input[0:1], repeated
+    assert last["uneven"] == [6.0, 7.0] * 4    # rank 3's: input[6:10], its start in each part of 2
