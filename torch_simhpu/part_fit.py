@@ -30,7 +30,7 @@ import statistics
 import torch
 
 from torch_simhpu import _C, part_measure
-from torch_simhpu.simulation import kernel_choice, load_profile, simulate
+from torch_simhpu.simulation import Launch, kernel_choice, load_profile, simulate
 from torch_simhpu._device_name import DEVICE_TYPE
 
 # Which memory class decides a memory-bound call's time (the class whose traffic the row fits).
@@ -118,10 +118,10 @@ def priced_seconds(case: dict, profile) -> float:
                 call()
             host = (_C._simclock_host_now() - t0) / calls
             torch.simhpu.synchronize()
-            rows = _C._simclock_stop_log(mark)
+            launches = _C._simclock_stop_log(mark, Launch)
             del x, call
             if case["call"] == "graph":  # kernels back to back: the device's time per kernel
-                return sum(r[16] - r[15] for r in rows if r[6] != "marker") / calls
+                return sum(x.duration for x in launches if x.work != "marker") / calls
             return host
         with part_measure._settings(case):
             fn = part_measure.build(case, DEVICE_TYPE)
@@ -131,9 +131,9 @@ def priced_seconds(case: dict, profile) -> float:
             mark = _C._simclock_start_log()
             fn()
             torch.simhpu.synchronize()
-            rows = _C._simclock_stop_log(mark)
+            launches = _C._simclock_stop_log(mark, Launch)
             fn = None  # (its tensors freed in the block: the device takes its capacity back after)
-    kernels = [(r[15], r[16]) for r in rows if r[6] != "marker"]  # (start, end)
+    kernels = [(x.start, x.end) for x in launches if x.work != "marker"]
     if not kernels:
         return 0.0
     if "graph" in timing:

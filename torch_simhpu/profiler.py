@@ -71,8 +71,8 @@ def chrome_events(entries) -> list[dict]:
 def simulated_events(profile: str, launches) -> list[dict]:
     """Each launch's span on the modelled part, on its stream's lane (markers left out)."""
     events = []
-    for (op, kernel, file, line, device, stream, work, bound, collective, ranks, _dtype, flops, nbytes, peak, launched,
-         start, end, cause, _after) in launches:
+    for (_id, op, kernel, file, line, device, stream, work, bound, collective, ranks, _dtype, flops, nbytes, peak,
+         launched, start, end, cause, _after) in launches:
         if work == "marker":
             continue
         args = {"op": op, "launched at": f"{file}:{line}" if file else "(not from Python)", "work": work,

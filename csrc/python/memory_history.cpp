@@ -9,6 +9,7 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -34,16 +35,23 @@ Stack walk_frames() {
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);
   std::vector<std::pair<PyCodeObject*, int>> walked;
+  // The key is each frame's code object and line, as two whole words: the bytes of the
+  // pairs themselves would carry their padding, which differs from walk to walk, and no
+  // stack would ever be found again.
+  std::vector<uintptr_t> key_words;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);  // (a new reference: the key's, or dropped below)
-    walked.emplace_back(code, PyFrame_GetLineNumber(frame));
+    const int line = PyFrame_GetLineNumber(frame);
+    walked.emplace_back(code, line);
+    key_words.push_back(reinterpret_cast<uintptr_t>(code));
+    key_words.push_back(static_cast<uintptr_t>(line));
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
-  const std::string key(reinterpret_cast<const char*>(walked.data()), walked.size() * sizeof(walked[0]));
+  const std::string key(reinterpret_cast<const char*>(key_words.data()), key_words.size() * sizeof(uintptr_t));
   auto [it, fresh] = interned_stacks().try_emplace(key);
   if (fresh) {  // the code objects stay referenced by the key
     auto frames = std::make_shared<std::vector<StackFrame>>();

@@ -7,6 +7,8 @@
 
 #include <pybind11/stl.h>
 
+#include <unordered_map>
+
 namespace py = pybind11;
 
 namespace simhpu {
@@ -153,24 +155,33 @@ py::object to_python(const c10::IValue& v) {
   return py::none();
 }
 
-py::tuple entry_tuple(const simclock::Entry& e) {
-  const char* file = e.site.known() ? e.site.file() : nullptr;
-  return py::make_tuple(e.op, e.kernel, file ? py::object(py::str(file)) : py::object(py::none()),
-                        file ? e.site.line() : 0, e.device, e.stream, work_name(e.work),
-                        simclock::bound_name(e.bound),
-                        e.work == Work::Collective ? py::object(py::str(collective_name(e.collective)))
-                                                             : py::object(py::none()),
-                        e.ranks,
-                        e.dtype == c10::ScalarType::Undefined ? py::object(py::none())
-                                                              : py::cast(e.dtype),
-                        e.flops,
-                        e.bytes, e.peak_fraction, e.launched, e.start, e.end,
-                        e.cause == simclock::Entry::Cause::Host     ? "host"
+// An entry's fields as Python values. Its names (operator, kernel, file, kinds) come from a
+// few static strings: each becomes one Python string however many entries carry it, as a
+// step of a large job logs hundreds of thousands of entries.
+class EntryFields {
+ public:
+  py::tuple operator()(uint64_t id, const simclock::Entry& e) {
+    const char* file = e.site.known() ? e.site.file() : nullptr;
+    const char* cause = e.cause == simclock::Entry::Cause::Host    ? "host"
                         : e.cause == simclock::Entry::Cause::Event ? "event"
                         : e.cause == simclock::Entry::Cause::Peer  ? "peer"
-                                                                   : "stream",
-                        e.after);
-}
+                                                                   : "stream";
+    return py::make_tuple(id, name(e.op), name(e.kernel), name(file), file ? e.site.line() : 0, e.device, e.stream,
+                          name(work_name(e.work)), name(simclock::bound_name(e.bound)),
+                          name(e.work == Work::Collective ? collective_name(e.collective) : nullptr), e.ranks,
+                          e.dtype == c10::ScalarType::Undefined ? py::object(py::none()) : py::cast(e.dtype),
+                          e.flops, e.bytes, e.peak_fraction, e.launched, e.start, e.end, name(cause), e.after);
+  }
+
+ private:
+  py::object name(const char* text) {  // (null: None)
+    if (text == nullptr) return py::none();
+    auto [it, fresh] = names_.try_emplace(text);
+    if (fresh) it->second = py::str(text);
+    return it->second;
+  }
+  std::unordered_map<const char*, py::object> names_;
+};
 
 } // namespace
 
@@ -202,16 +213,22 @@ void bind_simclock(py::module_& m) {
     return simclock::device_now(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_simclock_start_log", &simclock::start_log);
-  m.def("_simclock_stop_log", [](uint64_t mark) {
+  // The entries since `mark`, each as (id, op, kernel, file, line, ...), or as make(id, op, ...)
+  // where a maker is given: a large log then never holds its tuples all at once.
+  m.def("_simclock_stop_log", [](uint64_t mark, const py::object& make) {
     std::vector<simclock::Entry> entries;
     {
       py::gil_scoped_release no_gil;
       entries = simclock::stop_log(mark);
     }
+    EntryFields fields;
     py::list out;
-    for (const auto& e : entries) out.append(entry_tuple(e));
+    for (size_t i = 0; i < entries.size(); ++i) {
+      py::tuple row = fields(mark + i, entries[i]);
+      out.append(make.is_none() ? py::object(row) : make(*row));
+    }
     return out;
-  });
+  }, py::arg("mark"), py::arg("make") = py::none());
   m.def("_simclock_collective_seconds", [](const std::string& kind, double bytes, int ranks, int rank_stride) {
     const DeviceProfile p = current_profile();
     return simclock::collective_seconds(collective_named(kind), bytes, ranks,

@@ -13,7 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import torch_simhpu  # noqa: F401
 from torch_simhpu import _C, model_zoo, part_fit, part_measure
-from torch_simhpu.simulation import ProfileError, load_profile, simulate
+from torch_simhpu.simulation import Launch, ProfileError, load_profile, simulate
 
 
 def part(name: str) -> dict:
@@ -30,9 +30,9 @@ def device_seconds(fn, profile="h100-sxm") -> float:
         mark = _C._simclock_start_log()
         made()
         torch.simhpu.synchronize()
-        rows = _C._simclock_stop_log(mark)
+        launches = _C._simclock_stop_log(mark, Launch)
         del made  # (the device takes its capacity back after the block)
-    return part_fit._busy([(r[15], r[16]) for r in rows if r[6] != "marker"])
+    return part_fit._busy([(x.start, x.end) for x in launches if x.work != "marker"])
 
 
 def sdpa(dtype=torch.bfloat16, head_dim=128, seq=4096):
@@ -259,9 +259,9 @@ def _launches(fn, profile):
         made()
         host = _C._simclock_host_now() - t0
         torch.simhpu.synchronize()
-        rows = _C._simclock_stop_log(mark)
+        launches = _C._simclock_stop_log(mark, Launch)
         del made
-    return [r for r in rows if r[6] != "marker"], host
+    return [x for x in launches if x.work != "marker"], host
 
 
 def _two_matmuls():
@@ -271,9 +271,9 @@ def _two_matmuls():
 
 def test_a_part_with_synchronous_launches_runs_each_kernel_before_the_host_goes_on():
     (first, second), _ = _launches(_two_matmuls, part("cpu-host"))  # the CPU: its own host
-    assert second[14] >= first[16]  # launched once the first kernel ended
+    assert second.launched >= first.end  # launched once the first kernel ended
     (first, second), _ = _launches(_two_matmuls, part("h100-sxm"))  # a GPU: the host runs ahead
-    assert second[14] < first[16]
+    assert second.launched < first.end
 
 
 def test_a_part_without_multi_tensor_apply_runs_foreach_ops_a_kernel_a_tensor():
@@ -281,9 +281,9 @@ def test_a_part_without_multi_tensor_apply_runs_foreach_ops_a_kernel_a_tensor():
         xs = [torch.empty(4096, device="simhpu") for _ in range(12)]
         return lambda: torch._foreach_add_(xs, 1.0)
     looped, _ = _launches(make, part("cpu-host"))  # multi_tensor_apply: false
-    assert len(looped) == 12 and all(r[16] > r[15] for r in looped)
+    assert len(looped) == 12 and all(x.end > x.start for x in looped)
     chunked, _ = _launches(make, part("h100-sxm"))
-    assert sum(r[16] - r[15] for r in chunked) < sum(r[16] - r[15] for r in looped)
+    assert sum(x.duration for x in chunked) < sum(x.duration for x in looped)
 
 
 def test_gelu_is_priced_by_the_special_class_not_as_an_exp():
@@ -363,7 +363,7 @@ def test_fused_attention_is_priced_as_the_parts_kernels_alone(kv_heads):
         return lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != 16),
                                            (q, k, v), g)
     launches, _ = _launches(make, part("h100-sxm"))
-    assert [r[0] for r in launches] == ["aten::_scaled_dot_product_flash_attention_for_cpu",
+    assert [x.op for x in launches] == ["aten::_scaled_dot_product_flash_attention_for_cpu",
                                         "aten::_scaled_dot_product_flash_attention_for_cpu_backward"]
 
 
@@ -403,8 +403,8 @@ def test_a_convolutions_backward_is_priced_at_its_own_efficiency():
         profile = part("h100-sxm")
         profile = dict(profile, efficiency=dict(profile["efficiency"], convolution=0.5, **efficiency))
         launches, _ = _launches(make, profile)
-        (backward,) = [r for r in launches if r[0].startswith("aten::convolution_backward")]
-        return backward[16] - backward[15]
+        (backward,) = [x for x in launches if x.op.startswith("aten::convolution_backward")]
+        return backward.duration
     same = backward_seconds(convolution_backward=0)  # (none of its own: the convolution's)
     assert backward_seconds(convolution_backward=0.1) == pytest.approx(5 * same, rel=0.05)
 

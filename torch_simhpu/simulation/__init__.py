@@ -581,6 +581,8 @@ class Simulation:
             self._ledger.mark_optimizer(optimizer)
             if depth[0] == 0:
                 self.step_ends.append(_C._simclock_device_now(device))
+                if phantom.enabled():  # (a stage of a joined job: its heap back to the machine, see phantom.cpp)
+                    _C._release_free_host_memory()
 
         self._step_hooks = (register_optimizer_step_pre_hook(step_began),
                             register_optimizer_step_post_hook(step_ended))
@@ -598,8 +600,7 @@ class Simulation:
             self.peer_answers = phantom.peer_answers() if self.phantom else 0
             self.routed_histograms = phantom.routed_histograms() if self.phantom else 0
             self.memory = self._ledger.end()
-            rows = _C._simclock_stop_log(self._mark)
-            self.launches = [Launch(self._mark + i, *row) for i, row in enumerate(rows)]
+            self.launches = _C._simclock_stop_log(self._mark, Launch)
             for x in self.launches:  # priced while the block's profile is still on
                 if x.work == "collective":
                     for n in PROJECTED_SCALES:
@@ -1072,6 +1073,20 @@ def _unaligned_channels(name: str, args: list) -> bool:
         return False
 
 
+def _shapes(value):
+    """Tensors as their shapes, through lists and tuples: what flop_counter's formulas take.
+    Done here rather than by its wrapper, whose pytree walk makes reference cycles (a closure
+    a call): garbage that stays for a program that turns the collector off, as torchtitan
+    does between its periodic collections, and a launch's worth each launch."""
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    if isinstance(value, list):
+        return [_shapes(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_shapes(v) for v in value)
+    return value
+
+
 def _install_flop_formulas() -> None:
     """The reference path asks torch.utils.flop_counter's formulas for the operators it has one for."""
     global _formulas_installed
@@ -1092,7 +1107,13 @@ def _install_flop_formulas() -> None:
     def flops(name: str, args: list, kwargs: dict, outputs: list):
         try:
             out = outputs[0] if len(outputs) == 1 else tuple(outputs)
-            counted = float(by_name[name](*args, **kwargs, out_val=out))
+            formula = by_name[name]
+            on_shapes = getattr(formula, "__wrapped__", None)  # (flop_counter's shape_wrapper; see _shapes)
+            if on_shapes is not None:
+                counted = float(on_shapes(*_shapes(args), out_shape=_shapes(out),
+                                          **{k: _shapes(v) for k, v in kwargs.items()}))
+            else:
+                counted = float(formula(*args, **kwargs, out_val=out))
         except Exception:  # noqa: BLE001 - a formula that cannot read this call: priced as vector work
             return None
         shape, attention = _gemm_shape(name, args, outputs), _attention(name, args)
