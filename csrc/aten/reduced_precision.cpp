@@ -3,6 +3,7 @@
 #include <ATen/core/List.h>
 
 #include <atomic>
+#include <string>
 #include <string_view>
 #include <tuple>
 
@@ -100,6 +101,24 @@ bool draws_randomness(const ReferenceOp& ref) {
   return false;
 }
 
+// softmax and log_softmax of a half tensor into float32 (half_to_float: what
+// torch.softmax(x, dim, dtype=torch.float32) asks of a half x), which the part's
+// kernels do in one pass and the CPU's refuse: the input as float32, the flag off,
+// the same result. True where the call was one.
+bool softmax_half_to_float(const ReferenceOp& ref, torch::jit::Stack& stack, size_t first) {
+  const std::string& name = ref.op.schema().name();
+  if ((name != "aten::_softmax" && name != "aten::_log_softmax") || ref.num_args() < 3) return false;
+  c10::IValue& self = stack[first];
+  c10::IValue& half_to_float = stack[first + 2];
+  if (!self.isTensor() || !half_to_float.isBool() || !half_to_float.toBool() ||
+      self.toTensor().scalar_type() != c10::ScalarType::Half) {
+    return false;
+  }
+  self = self.toTensor().to(at::kFloat);
+  half_to_float = false;
+  return true;
+}
+
 } // namespace
 
 void set_reduced_precision_in_float32(bool on) { enabled.store(on); }
@@ -108,6 +127,7 @@ bool reduced_precision_in_float32() { return enabled.load(); }
 FloatPromotion::FloatPromotion(const ReferenceOp& ref, torch::jit::Stack& stack) : op_name_(&ref.name) {
   if (!enabled.load(std::memory_order_relaxed) || draws_randomness(ref)) return;
   const size_t first = stack.size() - ref.num_args();
+  if (softmax_half_to_float(ref, stack, first)) return;
   const auto args = c10::ArrayRef<c10::IValue>(stack).slice(first, ref.num_args());
   if (keeps_its_precision(ref, args)) return;
   const c10::ScalarType reduced = common_reduced_dtype(args);

@@ -26,7 +26,8 @@ bool reduced_precision_in_float32();
 // tensors by float32 copies when the call qualifies (the setting is on; every
 // floating tensor with dimensions has the one reduced dtype; it names no dtype and
 // draws no random numbers; no written tensor overlaps another argument);
-// otherwise it leaves the stack as is.
+// otherwise it leaves the stack as is. A softmax of half into float32
+// (half_to_float) gets its input as float32 instead, with nothing to round.
 class FloatPromotion {
  public:
   FloatPromotion(const ReferenceOp& ref, torch::jit::Stack& stack);

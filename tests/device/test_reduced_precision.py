@@ -197,6 +197,20 @@ def test_a_call_that_names_its_result_dtype_keeps_it(promoted):
     assert unique.dtype == torch.half
 
 
+@pytest.mark.parametrize("op,reference", [(torch.ops.aten._softmax, torch.softmax),
+                                          (torch.ops.aten._log_softmax, torch.log_softmax)],
+                         ids=["softmax", "log_softmax"])
+def test_a_half_softmax_into_float32_runs_as_the_parts_one_pass(op, reference, promoted):
+    """_softmax(x, dim, half_to_float=True), which CUDA's and Ascend's kernels run (reading half,
+    writing float32) and the CPU's refuse: here its float32 input gives the same result."""
+    x = torch.randn(4, 33).half()
+    with pytest.raises(RuntimeError, match="half to float"):
+        op(x, -1, True)
+    result = op(x.to("simhpu"), -1, True)
+    assert result.dtype == torch.float32
+    torch.testing.assert_close(result.cpu(), reference(x.float(), -1), rtol=0, atol=0)
+
+
 def test_the_setting_is_off_in_a_simhpu_process():
     assert torch_simhpu._C._reduced_precision_in_float32() is False
 

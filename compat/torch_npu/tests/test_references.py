@@ -285,6 +285,13 @@ def test_small_operators(call, expected):
     assert_close(got, expected(X).to(got.dtype), atol=1e-5, rtol=1e-5)
 
 
+def test_silu_in_place_writes_self_and_returns_it():
+    x = X.npu()
+    result = torch_npu.npu_silu_(x)
+    assert result is x
+    assert_close(x.cpu(), X / (1 + torch.exp(-X)), atol=1e-5, rtol=1e-5)
+
+
 def test_one_hot_and_dropout_with_add_softmax():
     labels = torch.tensor([0, 3, 1], dtype=torch.int32)
     assert torch.equal(torch_npu.npu_one_hot(labels.npu(), depth=4).cpu(), torch.eye(4, dtype=torch.int32)[[0, 3, 1]])

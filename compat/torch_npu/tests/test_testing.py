@@ -7,7 +7,8 @@ import torch
 import torch_npu
 
 from torch_npu.testing.common_distributed import skipIfUnsupportMultiNPU
-from torch_npu.testing.common_utils import SkipIfNotGteCANNVersion, SupportedDevices, create_common_tensor
+from torch_npu.testing.common_utils import (SkipIfNotGteCANNVersion, SupportedDevices, check_operators_in_prof,
+                                            create_common_tensor)
 from torch_npu.testing.decorator import Dtypes, instantiate_tests
 from torch_npu.testing.testcase import TestCase
 
@@ -134,3 +135,12 @@ def test_instantiate_tests_makes_one_test_per_dtype():
     names = sorted(n for n in vars(PerDtype) if n.startswith("test_"))
     assert names == ["test_device_only", "test_ones_float16", "test_ones_float32"]
     assert all(outcome(PerDtype, n)[0] == "passed" for n in names)
+
+
+def test_check_operators_in_prof_reads_the_device_profiles_operators():
+    x = torch.rand(2, 3).npu()
+    with torch.autograd.profiler.profile(use_device="npu") as prof:
+        x[:, 1:2].copy_(torch.ones(2, 1).npu())
+    assert check_operators_in_prof(["aten::copy_"], prof)
+    assert not check_operators_in_prof(["ViewCopy"], prof)  # (CANN's kernel: not simhpu's name for it)
+    assert not check_operators_in_prof(["aten::copy_"], prof, unexpected=["aten::copy_"])

@@ -522,6 +522,13 @@ def silu(x) -> torch.Tensor:
     return F.silu(_float(x)).to(x.dtype)
 
 
+def silu_(x) -> torch.Tensor:
+    """The in-place form: silu written into x, which it returns."""
+    with torch.no_grad():
+        x.copy_(silu(x))
+    return x
+
+
 def sort_v2(x, dim: int, descending: bool) -> torch.Tensor:
     """The sorted values alone."""
     return torch.sort(x, dim=dim, descending=descending).values

@@ -89,6 +89,14 @@ def test_2args_broadcast(fn, device=None):
         yield fn(x, y).numpy(), fn(x.to(device), y.to(device)).cpu().numpy()
 
 
+def check_operators_in_prof(expected, prof, unexpected=()) -> bool:
+    """Whether every name of `expected` is among the profile's events and none of `unexpected` is.
+    The events are the device's: its kernels carry simhpu's names (an ATen operator's, a
+    reference's), not CANN's (ViewCopy, TransData), so a test that asks for one of CANN's fails."""
+    names = {event.name for event in prof.function_events}
+    return all(name in names for name in expected) and not any(name in names for name in unexpected)
+
+
 def SupportedDevices(devices):  # noqa: N802 - torch_npu's name
     """Runs the test only where the part's name begins with one of `devices` (e.g. "Ascend910B")."""
     def decorator(test):
