@@ -27,7 +27,9 @@ bool reduced_precision_in_float32();
 // floating tensor with dimensions has the one reduced dtype; it names no dtype and
 // draws no random numbers; no written tensor overlaps another argument);
 // otherwise it leaves the stack as is. A softmax of half into float32
-// (half_to_float) gets its input as float32 instead, with nothing to round.
+// (half_to_float) gets its input as float32 instead, with nothing to round;
+// its backward into a half gradient (input_dtype half) is computed as float32's
+// and rounded into it.
 class FloatPromotion {
  public:
   FloatPromotion(const ReferenceOp& ref, torch::jit::Stack& stack);

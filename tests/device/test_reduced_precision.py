@@ -211,6 +211,17 @@ def test_a_half_softmax_into_float32_runs_as_the_parts_one_pass(op, reference, p
     torch.testing.assert_close(result.cpu(), reference(x.float(), -1), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("op", [torch.ops.aten._softmax_backward_data, torch.ops.aten._log_softmax_backward_data],
+                         ids=["softmax", "log_softmax"])
+def test_the_backward_of_a_half_softmax_into_float32_gives_a_half_gradient(op, promoted):
+    grad, output = torch.randn(4, 33), torch.softmax(torch.randn(4, 33), -1)
+    with pytest.raises(RuntimeError):
+        op(grad, output, -1, torch.half)  # (the CPU's kernel refuses it)
+    result = op(grad.to("simhpu"), output.to("simhpu"), -1, torch.half)
+    assert result.dtype == torch.half
+    torch.testing.assert_close(result.cpu(), op(grad, output, -1, torch.float32).half(), rtol=0, atol=0)
+
+
 def test_the_setting_is_off_in_a_simhpu_process():
     assert torch_simhpu._C._reduced_precision_in_float32() is False
 
