@@ -3,6 +3,7 @@
 #include <ATen/core/List.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -120,13 +121,14 @@ bool softmax_half_to_float(const ReferenceOp& ref, torch::jit::Stack& stack, siz
 }
 
 // The backward of such a softmax, into its half input's gradient (float32
-// gradients and output, input_dtype half), which the CPU's kernel refuses: computed
-// as float32's. True where the call was one, its input_dtype then float32; its
-// out= is left for the caller to stand a float32 copy in for.
-bool softmax_backward_into_half(const ReferenceOp& ref, torch::jit::Stack& stack, size_t first) {
+// gradients and output, input_dtype half), which the CPU's kernel refuses:
+// computed as float32's. Where the call is one, its input_dtype becomes float32
+// and the result is the stack position of its half out=, for the caller to stand
+// a float32 copy in for.
+std::optional<size_t> softmax_backward_into_half(const ReferenceOp& ref, torch::jit::Stack& stack, size_t first) {
   const std::string& name = ref.op.schema().name();
   if ((name != "aten::_softmax_backward_data" && name != "aten::_log_softmax_backward_data") || ref.num_args() != 5) {
-    return false;
+    return std::nullopt;
   }
   c10::IValue& input_dtype = stack[first + 3];
   const c10::IValue& grad = stack[first];
@@ -134,10 +136,10 @@ bool softmax_backward_into_half(const ReferenceOp& ref, torch::jit::Stack& stack
   if (!input_dtype.isInt() || static_cast<c10::ScalarType>(input_dtype.toInt()) != c10::ScalarType::Half ||
       !grad.isTensor() || grad.toTensor().scalar_type() != at::kFloat || !out.isTensor() ||
       out.toTensor().scalar_type() != c10::ScalarType::Half) {
-    return false;
+    return std::nullopt;
   }
   input_dtype = static_cast<int64_t>(at::kFloat);
-  return true;
+  return first + 4;
 }
 
 } // namespace
@@ -149,12 +151,12 @@ FloatPromotion::FloatPromotion(const ReferenceOp& ref, torch::jit::Stack& stack)
   if (!enabled.load(std::memory_order_relaxed) || draws_randomness(ref)) return;
   const size_t first = stack.size() - ref.num_args();
   if (softmax_half_to_float(ref, stack, first)) return;
-  if (softmax_backward_into_half(ref, stack, first)) {
+  if (const std::optional<size_t> out_position = softmax_backward_into_half(ref, stack, first)) {
     // (what the kernel writes into the float32 copy goes back rounded to half)
-    const at::Tensor out = stack[first + 4].toTensor();
+    const at::Tensor out = stack[*out_position].toTensor();
     at::Tensor copy = out.to(at::kFloat);
     written_.emplace_back(out, copy);
-    stack[first + 4] = copy;
+    stack[*out_position] = copy;
     reduced_ = c10::ScalarType::Half;
     return;
   }

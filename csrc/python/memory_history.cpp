@@ -34,31 +34,29 @@ Stack walk_frames() {
   // it unwinds): the walk keeps it, and clears only what the walk itself set.
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);
-  std::vector<std::pair<PyCodeObject*, int>> walked;
-  // The key is each frame's code object and line, as two whole words: the bytes of the
-  // pairs themselves would carry their padding, which differs from walk to walk, and no
-  // stack would ever be found again.
-  std::vector<uintptr_t> key_words;
+  // The key is the walked (code object, line) pairs' bytes: both members whole words, so a
+  // pair has no padding, whose bytes would differ from walk to walk and no stack would ever be
+  // found again.
+  using Walked = std::pair<PyCodeObject*, intptr_t>;
+  static_assert(sizeof(Walked) == sizeof(PyCodeObject*) + sizeof(intptr_t), "a walked frame has no padding");
+  std::vector<Walked> walked;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);  // (a new reference: the key's, or dropped below)
-    const int line = PyFrame_GetLineNumber(frame);
-    walked.emplace_back(code, line);
-    key_words.push_back(reinterpret_cast<uintptr_t>(code));
-    key_words.push_back(static_cast<uintptr_t>(line));
+    walked.emplace_back(code, PyFrame_GetLineNumber(frame));
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
-  const std::string key(reinterpret_cast<const char*>(key_words.data()), key_words.size() * sizeof(uintptr_t));
+  const std::string key(reinterpret_cast<const char*>(walked.data()), walked.size() * sizeof(Walked));
   auto [it, fresh] = interned_stacks().try_emplace(key);
   if (fresh) {  // the code objects stay referenced by the key
     auto frames = std::make_shared<std::vector<StackFrame>>();
     for (const auto& [code, line] : walked) {
       const char* file = PyUnicode_AsUTF8(code->co_filename);
       const char* name = PyUnicode_AsUTF8(code->co_name);
-      frames->push_back({file ? file : "", name ? name : "", line});
+      frames->push_back({file ? file : "", name ? name : "", static_cast<int>(line)});
     }
     it->second = std::move(frames);
   } else {

@@ -211,6 +211,14 @@ def test_a_half_softmax_into_float32_runs_as_the_parts_one_pass(op, reference, p
     torch.testing.assert_close(result.cpu(), reference(x.float(), -1), rtol=0, atol=0)
 
 
+def test_a_half_softmax_into_float32_is_refused_as_the_cpu_refuses_it_without_the_setting():
+    x = torch.randn(4, 33).half().to("simhpu")
+    with pytest.raises(RuntimeError, match="half to float"):
+        torch.ops.aten._softmax(x, -1, True).cpu()
+    torch.simhpu.synchronize()
+    assert torch.ones(2, device="simhpu").sum().item() == 2  # the device stays usable
+
+
 @pytest.mark.parametrize("op", [torch.ops.aten._softmax_backward_data, torch.ops.aten._log_softmax_backward_data],
                          ids=["softmax", "log_softmax"])
 def test_the_backward_of_a_half_softmax_into_float32_gives_a_half_gradient(op, promoted):
