@@ -110,6 +110,20 @@ def read_references(path: str | os.PathLike, helper_names=()) -> dict[str, Refer
     return references
 
 
+def _check_one_device(qualname: str, values: dict) -> None:
+    """One kernel runs on one device: tensors on two of them are refused, in PyTorch's words."""
+    first = None
+    for name, value in values.items():
+        for tensor in _tensors([value]):
+            if tensor.device.type != DEVICE_TYPE:
+                continue
+            if first is None:
+                first = tensor.device
+            elif tensor.device != first:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                                   f"{first} and {tensor.device}! ({qualname}, argument '{name}')")
+
+
 def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rules_where: str = ""):
     """The operator's kernel: the reference over the call's arguments, outputs checked against the
     schema (and against op-plugin's gen_opapi rules when given), none an alias of an input."""
@@ -142,6 +156,7 @@ def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rule
                 if tensor.device.type not in _ALLOWED_DEVICES:
                     raise RuntimeError(f"{qualname}: argument '{name}' is on {tensor.device}; torch_npu's kernels "
                                        f"take tensors on {DEVICE_TYPE} (move it with .to('{DEVICE_TYPE}'))")
+        _check_one_device(qualname, values)
         result = eval(code, scope, values)  # noqa: S307 - checked by read_references: no names but these
         outputs = [result] if returns == 1 else list(result) if isinstance(result, (tuple, list)) else [result]
         if len(outputs) != returns or any(isinstance(o, torch.Tensor) != t for o, t in zip(outputs, tensor_returns)) \

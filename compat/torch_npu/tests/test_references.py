@@ -510,3 +510,213 @@ def test_apply_adam_w_is_torch_optims_adamw_step(amsgrad, maximize):
     assert_close(var.cpu(), param.detach())
     assert_close(m.cpu(), optimizer.state[param]["exp_avg"])
     assert_close(v.cpu(), optimizer.state[param]["exp_avg_sq"])
+
+
+def test_iou_widens_each_area_by_a_hundredth_a_side_in_half_precision():
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [10.0, 10.0, 20.0, 20.0]])
+    truths = torch.tensor([[0.0, 0.0, 10.0, 20.0], [10.0, 10.0, 20.0, 20.0], [30.0, 30.0, 31.0, 31.0]])
+    area = lambda w, h: (w + 0.01) * (h + 0.01)  # noqa: E731
+    iou = torch_npu.npu_iou(*npu(boxes, truths), 0).cpu()
+    iof = torch_npu.npu_ptiou(*npu(boxes, truths), 1).cpu()
+    assert iou.shape == (3, 2) and iou.dtype == torch.float32
+    assert_close(iou[0, 0], torch.tensor(100 / (area(10, 10) + area(10, 20) - 100)).half().float())
+    assert_close(iof[0, 0], torch.tensor(100 / area(10, 20)).half().float())
+    assert_close(iou[1, 1], torch.tensor(100 / (2 * area(10, 10) - 100)).half().float())
+    assert iou[2].eq(0).all() and iou[1, 0] == 0
+
+
+def _overlap_by_hand(kind, a, b):
+    """One pair of (x, y, w, h) boxes, as the formulas Ascend documents write it, with plain floats."""
+    import math
+    eps = 1e-9
+    ax1, ay1, ax2, ay2 = a[0] - a[2] / 2, a[1] - a[3] / 2, a[0] + a[2] / 2, a[1] + a[3] / 2
+    bx1, by1, bx2, by2 = b[0] - b[2] / 2, b[1] - b[3] / 2, b[0] + b[2] / 2, b[1] + b[3] / 2
+    inter = max(0.0, min(ax2, bx2) - max(ax1, bx1)) * max(0.0, min(ay2, by2) - max(ay1, by1))
+    cw, ch = max(ax2, bx2) - min(ax1, bx1), max(ay2, by2) - min(ay1, by1)
+    if kind == "giou":
+        union = a[2] * a[3] + b[2] * b[3] - inter
+        return inter / union - (cw * ch - union) / (cw * ch)
+    union = a[2] * (a[3] + eps) + b[2] * (b[3] + eps) - inter + eps
+    iou = inter / union
+    distance = ((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2) / (cw ** 2 + ch ** 2 + eps)
+    if kind == "diou":
+        return iou - distance
+    v = 4 / math.pi ** 2 * (math.atan(b[2] / (b[3] + eps)) - math.atan(a[2] / (a[3] + eps))) ** 2
+    return iou - distance - v * v / (1 + eps - iou + v)
+
+
+BOXES = torch.tensor([[1.0, 2.0, 3.0, 2.5], [1.5, 2.0, 9.0, 0.5], [0.5, 0.6, 1.0, 1.2]]).t()  # (4, n) of x, y, w, h
+TRUTHS = torch.tensor([[1.2, 2.2, 2.0, 3.0], [5.0, 2.0, 2.0, 2.0], [3.0, 3.0, 1.0, 1.0]]).t()
+
+
+@pytest.mark.parametrize("kind", ["giou", "diou", "ciou"])
+def test_generalised_distance_and_complete_iou_of_aligned_boxes(kind):
+    expected = torch.tensor([_overlap_by_hand(kind, BOXES[:, i].tolist(), TRUTHS[:, i].tolist()) for i in range(3)])
+    got = getattr(torch_npu, f"npu_{kind}")(*npu(BOXES, TRUTHS), True, False, 0).cpu()
+    assert got.shape == ((3, 1) if kind == "giou" else (1, 3))
+    assert_close(got.reshape(-1), expected)
+    assert_close(getattr(torch_npu, f"npu_{kind}")(*npu(BOXES.half(), TRUTHS.half()), True, False, 0).cpu(),
+                 got.half(), atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("kind", ["diou", "ciou"])
+def test_crossed_overlaps_pair_every_ground_truth_with_every_box(kind):
+    got = getattr(torch_npu, f"npu_{kind}")(*npu(BOXES, TRUTHS[:, :2]), True, True, 0).cpu()
+    assert got.shape == (2, 3)
+    for j in range(2):
+        for i in range(3):
+            assert_close(got[j, i].item(), _overlap_by_hand(kind, BOXES[:, i].tolist(), TRUTHS[:, j].tolist()),
+                         atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["giou", "diou", "ciou"])
+def test_overlap_gradients_and_their_backward_entries(kind):
+    boxes, truths = (t.double().npu().requires_grad_() for t in (BOXES, TRUTHS))
+    forward = getattr(torch_npu, f"npu_{kind}")
+    assert torch.autograd.gradcheck(lambda a, b: forward(a, b, True, False, 0), (boxes, truths))
+    out = forward(boxes, truths, True, False, 0)
+    grads = torch.autograd.grad(out, (boxes, truths), torch.ones_like(out))
+    backward = getattr(torch_npu, f"npu_{kind}_backward")
+    extra = (None,) if kind == "ciou" else ()
+    entry = backward(torch.ones_like(out), boxes.detach(), truths.detach(), *extra, True, False, 0)
+    for a, b in zip(grads, entry):
+        assert_close(a.cpu(), b.cpu())
+
+
+def test_roi_align_as_documented_and_its_gradient_entry():
+    image = torch.arange(1.0, 37.0).reshape(1, 1, 6, 6)
+    rois = torch.tensor([[0, -2.0, -2.0, 22.0, 22.0]])
+    out = torch_npu.npu_roi_align(*npu(image, rois), 0.25, 3, 3, 2, 0)
+    assert_close(out.cpu(), torch.tensor([[[[4.5, 6.5, 8.5], [16.5, 18.5, 20.5], [28.5, 30.5, 32.5]]]]))
+    # roi_end_mode 1 (the gradient's default) counts the end pixel: (22 + 1) * 0.25, the first sample
+    # at -0.5 + 6.25 / 3 / 4 = 0.0208 of pixel 0, which takes (1 - 0.0208)^2 of the bin's quarter
+    grad = torch_npu.npu_roi_alignbk(out, rois.npu(), [1, 1, 6, 6], 3, 3, 0.25, 2).cpu()
+    first = -0.5 + 6.25 / 3 / 4
+    assert_close(grad[0, 0, 0, 0], torch.tensor(4.5 / 4 * (1 - first) ** 2))
+    x = image.double().npu().requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: torch_npu.npu_roi_align(t, rois.double().npu(), 0.25, 3, 3, 2, 1), (x,))
+
+
+def test_ps_roi_pooling_averages_each_bins_own_channel():
+    image = torch.randn(1, 2 * 4, 4, 4)  # output_dim 2, group 2
+    rois = torch.tensor([[[0.0], [0.0], [0.0], [3.0], [3.0]]])  # the whole map
+    out = torch_npu.npu_ps_roi_pooling(*npu(image, rois), 1.0, 2, 2).cpu()
+    channels = image[0].reshape(2, 2, 2, 4, 4)
+    for c in range(2):
+        for i in range(2):
+            for j in range(2):
+                assert_close(out[0, c, i, j], channels[c, i, j, 2 * i:2 * i + 2, 2 * j:2 * j + 2].mean())
+    x = image.double().npu().requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: torch_npu.npu_ps_roi_pooling(t, rois.double().npu(), 1.0, 2, 2), (x,))
+
+
+def test_detection_helpers_as_their_formulas_say():
+    boxes = torch.tensor([[0.0, 0.0, 3.0, 3.0], [9.0, 5.0, 11.0, 7.0], [-40.0, 0.0, -30.0, 2.0]])
+    flags = torch_npu.npu_anchor_response_flags(boxes.npu(), [4, 6], [2, 2], 2).cpu()
+    expected = torch.zeros(4 * 6, dtype=torch.uint8)
+    expected[0 * 6 + 0] = expected[3 * 6 + 5] = 1  # centres (1.5, 1.5) and (10, 6); the third is off the map
+    assert torch.equal(flags, expected.repeat_interleave(2))
+
+    anchors = torch.tensor([[0.0, 0.0, 4.0, 2.0]])
+    truths = torch.tensor([[1.0, 0.5, 3.0, 6.5]])
+    encoded = torch_npu.npu_yolo_boxes_encode(*npu(anchors, truths), torch.tensor([8], dtype=torch.int32).npu()).cpu()
+    assert_close(encoded, torch.tensor([[0.5, (3.5 - 1.0) / 8 + 0.5, torch.log(torch.tensor(0.5)).item(),
+                                         torch.log(torch.tensor(3.0)).item()]]))
+
+    sums = torch_npu.npu_stride_add(*npu(torch.ones(1, 3, 1, 1, 2), torch.full((1, 2, 1, 1, 2), 2.0)), 1, 0, 2).cpu()
+    assert sums.shape == (1, 32, 1, 1, 2) and sums[:, :2].eq(3).all() and sums[:, 2:].eq(0).all()
+
+    logits, labels = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    loss = torch_npu.npu_softmax_cross_entropy_with_logits(*npu(logits, labels)).cpu()
+    assert_close(loss, torch.tensor([14.4019]), atol=1e-4, rtol=1e-4)  # Ascend's documented example
+    # the backward is TensorFlow's backprop, softmax - labels: the gradient where labels are a distribution
+    x, distribution = logits.double().npu().requires_grad_(), (labels / labels.sum()).double().npu()
+    (auto,) = torch.autograd.grad(torch_npu.npu_softmax_cross_entropy_with_logits(x, distribution).sum(), x)
+    assert_close(torch_npu.npu_softmax_cross_entropy_with_logits_backward(
+        torch.ones(1, dtype=torch.float64).npu(), x.detach(), distribution), auto)
+
+
+def test_grid_assign_positive_assigns_the_best_ground_truths():
+    assigned = torch.tensor([0.03, 0.4, 0.26, 0.37])
+    overlaps = torch.tensor([[0.06, 0.70, 0.05, 0.47], [0.67, 0.33, 0.78, 0.56]])
+    flags = torch.tensor([1, 1, 1, 0], dtype=torch.uint8)
+    max_overlaps = torch.tensor([0.67, 0.70, 0.78, 0.56])
+    argmax = torch.tensor([1, 0, 1, 1], dtype=torch.int32)
+    gt_max = torch.tensor([0.70, 0.78])
+    gt_argmax = torch.tensor([1, 2], dtype=torch.int32)
+    out = torch_npu.npu_grid_assign_positive(*npu(assigned, overlaps, flags, max_overlaps, argmax, gt_max, gt_argmax),
+                                             2, 0.5, 0.0, True).cpu()
+    # boxes 0-2 are responsible and over 0.5: their best ground truth (+1); box 3 is not responsible
+    assert_close(out, torch.tensor([2.0, 1.0, 2.0, 0.37]))
+
+
+def test_sign_bits_pack_and_random_choice_with_mask():
+    import numpy as np
+    x = torch.tensor([-1.0, 2.0, 0.0, -3.0, 4.0, 5.0, -6.0, 7.0, 8.0, -9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    packed = torch_npu.npu_sign_bits_pack(x.npu(), 2).cpu()
+    assert torch.equal(packed, torch.from_numpy(np.packbits((x >= 0).numpy(), bitorder="little")).reshape(2, 1))
+    with pytest.raises(RuntimeError, match="npu::npu_sign_bits_pack: the 2 packed bytes must divide by size 3"):
+        torch_npu.npu_sign_bits_pack(x.npu(), 3)
+
+    mask = torch.tensor([[True, False, True], [False, True, False]])
+    indices, valid = torch_npu.npu_random_choice_with_mask(mask.npu(), 5, 1, 2)
+    assert indices.dtype == torch.int32 and indices.shape == (5, 2)
+    assert valid.cpu().tolist() == [True, True, True, False, False]
+    assert indices.cpu()[:3].tolist() == [[0, 0], [0, 2], [1, 1]]
+    chosen, _ = torch_npu.npu_random_choice_with_mask(mask.npu(), 2, 1, 2)
+    again, _ = torch_npu.npu_random_choice_with_mask(mask.npu(), 2, 1, 2)
+    assert torch.equal(chosen.cpu(), again.cpu()) and all(mask[tuple(i)] for i in chosen.cpu().tolist())
+
+
+@pytest.mark.parametrize("max_grad_norm,adam_mode", [(-1.0, 0), (0.5, 0), (-1.0, 1)])
+def test_bert_apply_adam_is_adam_without_bias_correction(max_grad_norm, adam_mode):
+    var, m, v, grad = torch.randn(4, 8), torch.randn(4, 8) * 0.1, torch.rand(4, 8) * 0.1, torch.randn(4, 8)
+    lr, beta1, beta2, eps, global_norm, decay, step = 0.01, 0.9, 0.99, 1e-6, 2.0, 0.1, 0.003
+    outs = tuple(t.clone().npu() for t in (var, m, v))
+    result = torch_npu.npu_bert_apply_adam(lr, beta1, beta2, eps, grad.npu(), max_grad_norm, global_norm, decay,
+                                           step, adam_mode, out=outs)
+    assert all(r is o for r, o in zip(result, outs))
+    g = grad * (max_grad_norm / global_norm) if max_grad_norm > 0 else grad
+    m_t, v_t = beta1 * m + (1 - beta1) * g, beta2 * v + (1 - beta2) * g * g
+    rate = step if adam_mode == 1 else lr
+    for got, want in zip(outs, (var - rate * (m_t / (v_t.sqrt() + eps) + decay * var), m_t, v_t)):
+        assert_close(got.cpu(), want)
+
+
+def test_renorm_backward_is_renorms_gradient():
+    x = torch.randn(4, 6, dtype=torch.float64).npu().requires_grad_()
+    grad = torch.randn(4, 6, dtype=torch.float64).npu()
+    (auto,) = torch.autograd.grad(torch.renorm(x, 1.5, 0, 0.8), x, grad)
+    assert_close(torch_npu.npu_renorm_backward(grad, x.detach(), 1.5, 0, 0.8), auto)
+    half = torch_npu.npu_renorm_backward(grad.half(), x.detach().half(), 2, 1, 0.8)
+    assert half.dtype == torch.float16
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: torch_npu.npu_giou(*npu(BOXES, TRUTHS), True, True, 0), "npu::npu_giou: only trans=True, is_cross=False"),
+    (lambda: torch_npu.npu_diou(*npu(BOXES, TRUTHS), True, False, 1), "npu::npu_diou: mode 1 \\(iof\\) is not simulated"),
+    (lambda: torch_npu.npu_ciou(*npu(BOXES, TRUTHS[:, :2]), True, False, 0), "n 3 and m 2 must be equal"),
+    (lambda: torch_npu.npu_iou(*npu(torch.ones(2, 3), torch.ones(2, 4))), "npu::npu_iou: bboxes and gtboxes must be"),
+    (lambda: torch_npu.npu_roi_align(*npu(torch.ones(1, 1, 4, 4), torch.ones(1, 4)), 1.0, 2, 2, 2, 0),
+     "npu::npu_roi_align: rois must be \\(K, 5\\)"),
+    (lambda: torch_npu.npu_yolo_boxes_encode(*npu(torch.ones(2, 4), torch.ones(2, 4), torch.ones(2, dtype=torch.int64))),
+     "npu::npu_yolo_boxes_encode: stride must be int32"),
+    (lambda: torch_npu.npu_random_choice_with_mask(torch.ones(3).npu(), 2), "npu::npu_random_choice_with_mask: x must be bool"),
+    (lambda: torch_npu.npu_stride_add(*npu(torch.ones(1, 2, 1, 1, 1), torch.ones(1, 2, 1, 1, 1)), 1, 0, 2),
+     "npu::npu_stride_add: c1_len 2 from offsets 1 and 0 must fit C1 2 and 2"),
+])
+def test_overlap_and_detection_operators_refuse_what_the_part_refuses(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+    assert torch.ones(3, device="npu").sum().item() == 3
+
+
+def test_a_reference_refuses_tensors_on_two_devices():
+    if torch.npu.device_count() < 2:
+        pytest.skip("one device")
+    image = torch.ones(1, 1, 4, 4, device="npu:0")
+    rois = torch.tensor([[0, 0.0, 0.0, 3.0, 3.0]], device="npu:1")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two "
+                                           "devices, npu:0 and npu:1! \\(npu::npu_roi_align, argument 'rois'\\)"):
+        torch_npu.npu_roi_align(image, rois, 1.0, 2, 2, 2, 0)
+    assert torch.ones(3, device="npu:1").sum().item() == 3

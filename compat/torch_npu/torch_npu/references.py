@@ -737,6 +737,351 @@ def bounding_box_decode(rois, deltas, means, stds, max_shape, wh_ratio_clip: flo
     return boxes.to(rois.dtype)
 
 
+def iou(bboxes, gtboxes, mode: int) -> torch.Tensor:
+    """(M, N) overlaps of M ground truths with N boxes, both (x1, y1, x2, y2): intersection over union
+    (mode 0) or over the ground truth's area (1). The part computes in half precision and widens each
+    area by 0.01 a side (the adapter's eps attribute), so identical boxes overlap slightly under 1."""
+    op = "npu_iou"
+    _check(bboxes.dim() == 2 and bboxes.size(-1) == 4 and gtboxes.dim() == 2 and gtboxes.size(-1) == 4, op,
+           f"bboxes and gtboxes must be (N, 4) and (M, 4), got {tuple(bboxes.shape)} and {tuple(gtboxes.shape)}")
+    _check(mode in (0, 1), op, f"mode must be 0 (iou) or 1 (iof), got {mode}")
+    eps = 0.01
+    b = bboxes.half().float()[None, :, :]
+    g = gtboxes.half().float()[:, None, :]
+    width = (torch.minimum(b[..., 2], g[..., 2]) - torch.maximum(b[..., 0], g[..., 0])).clamp(min=0)
+    height = (torch.minimum(b[..., 3], g[..., 3]) - torch.maximum(b[..., 1], g[..., 1])).clamp(min=0)
+    inter = width * height
+    area_b = (b[..., 2] - b[..., 0] + eps) * (b[..., 3] - b[..., 1] + eps)
+    area_g = (g[..., 2] - g[..., 0] + eps) * (g[..., 3] - g[..., 1] + eps)
+    overlap = inter / (area_b + area_g - inter) if mode == 0 else inter / area_g
+    return overlap.half().to(bboxes.dtype)
+
+
+def _corners(boxes: torch.Tensor, trans: bool):
+    """x1, y1, x2, y2 of (4, n) boxes, given as corners or (trans) as centre and size."""
+    a, b, c, d = _float(boxes).unbind(0)
+    if trans:
+        return a - c / 2, b - d / 2, a + c / 2, b + d / 2
+    return a, b, c, d
+
+
+def _pairs(op: str, boxes, gtboxes, trans: bool, is_cross: bool, mode: int):
+    """Both box sets as corners, paired column by column, or (is_cross) every gtbox (rows) with every box."""
+    _check(boxes.dim() == 2 and gtboxes.dim() == 2 and boxes.size(0) == 4 and gtboxes.size(0) == 4, op,
+           f"self and gtboxes must be (4, n) and (4, m), got {tuple(boxes.shape)} and {tuple(gtboxes.shape)}")
+    _check(mode == 0, op, f"mode {mode} (iof) is not simulated; mode 0 (iou) is")
+    _check(is_cross or boxes.size(1) == gtboxes.size(1), op,
+           f"is_cross=False pairs box i with gtbox i: n {boxes.size(1)} and m {gtboxes.size(1)} must be equal")
+    b1, b2 = _corners(boxes, trans), _corners(gtboxes, trans)
+    if is_cross:
+        b1 = tuple(t[None, :] for t in b1)
+        b2 = tuple(t[:, None] for t in b2)
+    else:
+        b1 = tuple(t[None, :] for t in b1)
+        b2 = tuple(t[None, :] for t in b2)
+    return b1, b2
+
+
+def _intersection(b1, b2):
+    return ((torch.minimum(b1[2], b2[2]) - torch.maximum(b1[0], b2[0])).clamp(min=0)
+            * (torch.minimum(b1[3], b2[3]) - torch.maximum(b1[1], b2[1])).clamp(min=0))
+
+
+def _centre_distance(b1, b2, eps: float):
+    """rho^2 / c^2: the centres' squared distance over the enclosing box's squared diagonal."""
+    cw = torch.maximum(b1[2], b2[2]) - torch.minimum(b1[0], b2[0])
+    ch = torch.maximum(b1[3], b2[3]) - torch.minimum(b1[1], b2[1])
+    rho2 = ((b2[0] + b2[2] - b1[0] - b1[2]) ** 2 + (b2[1] + b2[3] - b1[1] - b1[3]) ** 2) / 4
+    return rho2 / (cw ** 2 + ch ** 2 + eps)
+
+
+def giou(boxes, gtboxes, trans: bool, is_cross: bool, mode: int) -> torch.Tensor:
+    """Generalised IoU of aligned (4, n) boxes, as (n, 1); the part takes only trans=True, is_cross=False, mode 0."""
+    op = "npu_giou"
+    _check(trans and not is_cross and mode == 0, op,
+           f"only trans=True, is_cross=False, mode=0 (iou) run, got trans={trans}, is_cross={is_cross}, mode={mode}")
+    b1, b2 = _pairs(op, boxes, gtboxes, trans, is_cross, mode)
+    inter = _intersection(b1, b2)
+    union = (b1[2] - b1[0]) * (b1[3] - b1[1]) + (b2[2] - b2[0]) * (b2[3] - b2[1]) - inter + 1e-16
+    outer = ((torch.maximum(b1[2], b2[2]) - torch.minimum(b1[0], b2[0])).abs()
+             * (torch.maximum(b1[3], b2[3]) - torch.minimum(b1[1], b2[1])).abs())
+    result = inter / union - (outer - union) / outer
+    return result.t().to(boxes.dtype)
+
+
+def _iou_with_eps(b1, b2, eps: float):
+    inter = _intersection(b1, b2)
+    w1, h1 = b1[2] - b1[0], b1[3] - b1[1] + eps
+    w2, h2 = b2[2] - b2[0], b2[3] - b2[1] + eps
+    return inter / (w1 * h1 + w2 * h2 - inter + eps), (w1, h1, w2, h2)
+
+
+def diou(boxes, gtboxes, trans: bool, is_cross: bool, mode: int) -> torch.Tensor:
+    """Distance IoU: IoU less the centres' squared distance over the enclosing diagonal's; (1, n) aligned,
+    (m, n) crossed."""
+    eps = 1e-9
+    b1, b2 = _pairs("npu_diou", boxes, gtboxes, trans, is_cross, mode)
+    overlap, _ = _iou_with_eps(b1, b2, eps)
+    return (overlap - _centre_distance(b1, b2, eps)).to(boxes.dtype)
+
+
+def ciou(boxes, gtboxes, trans: bool, is_cross: bool, mode: int) -> torch.Tensor:
+    """Complete IoU: DIoU less alpha * v, v the squared difference of the boxes' aspect angles (4 / pi^2)."""
+    eps = 1e-9
+    b1, b2 = _pairs("npu_ciou", boxes, gtboxes, trans, is_cross, mode)
+    overlap, (w1, h1, w2, h2) = _iou_with_eps(b1, b2, eps)
+    v = (4 / torch.pi ** 2) * (torch.atan(w2 / h2) - torch.atan(w1 / h1)) ** 2
+    alpha = v / ((1 + eps) - overlap + v)
+    return (overlap - _centre_distance(b1, b2, eps) - v * alpha).to(boxes.dtype)
+
+
+def _vjp(forward, grad, inputs, args):
+    """The gradients of forward(*inputs, *args) with respect to its inputs, computed in float32 at the
+    inputs' values and given back at their dtypes (zeros for an input the output does not read)."""
+    with torch.enable_grad():
+        leaves = [_float(t.detach()).requires_grad_() for t in inputs]
+        out = forward(*leaves, *args)
+        grads = (torch.autograd.grad(out, leaves, grad.to(out.dtype), allow_unused=True) if out.requires_grad
+                 else [None] * len(leaves))
+    return tuple((torch.zeros_like(t) if g is None else g).to(t.dtype) for g, t in zip(grads, inputs))
+
+
+def overlap_backward(forward, grad, boxes, gtboxes, *args):
+    """The gradients of an overlap operator's reference (forward), for its *_backward entry."""
+    return _vjp(forward, grad, (boxes, gtboxes), args)
+
+
+def gradient(forward, grad, x, *args):
+    """The gradient of forward(x, *args) with respect to x (a *_backward entry of a torch operator)."""
+    return _vjp(forward, grad, (x,), args)[0]
+
+
+def _bilinear_weights(coords: torch.Tensor, size: int) -> torch.Tensor:
+    """(len(coords), size) weights of bilinear sampling at coords along an axis of size pixels: a
+    coordinate past -1 or size reads nothing, one in [-1, 0] reads pixel 0, as RoIAlign samples."""
+    valid = (coords >= -1.0) & (coords <= size)
+    c = coords.clamp(min=0)
+    low = c.floor().long().clamp(max=size - 1)
+    at_edge = low >= size - 1
+    c = torch.where(at_edge, low.to(c.dtype), c)
+    high = torch.where(at_edge, low, low + 1)
+    frac = c - low.to(c.dtype)
+    weights = (F.one_hot(low, size) * (1 - frac)[:, None] + F.one_hot(high, size) * frac[:, None])
+    return weights * valid[:, None]
+
+
+def roi_align(x, rois, spatial_scale: float, pooled_height: int, pooled_width: int, sample_num: int,
+              roi_end_mode) -> torch.Tensor:
+    """(K, C, pooled_height, pooled_width) averages of bilinear samples of each region of interest (K, 5:
+    batch index, x1, y1, x2, y2); roi_end_mode 1 counts the end pixel (x2 + 1), 0 does not. sample_num
+    samples a bin along each axis, or as many as the bin is pixels wide when 0."""
+    op = "npu_roi_align"
+    _check(x.dim() == 4, op, f"self must be (N, C, H, W), got {tuple(x.shape)}")
+    _check(rois.dim() == 2 and rois.size(1) == 5, op, f"rois must be (K, 5), got {tuple(rois.shape)}")
+    _check(pooled_height > 0 and pooled_width > 0, op,
+           f"pooled_height and pooled_width must be positive, got {pooled_height} and {pooled_width}")
+    end = 1.0 if roi_end_mode is None or roi_end_mode == 1 else 0.0
+    height, width = x.shape[-2:]
+    image = _float(x)
+    outputs = []
+    for roi in rois.float().cpu().tolist():  # the regions' coordinates are the kernel's scalars
+        batch, x1, y1, x2, y2 = roi
+        x1, y1, x2, y2 = x1 * spatial_scale, y1 * spatial_scale, (x2 + end) * spatial_scale, (y2 + end) * spatial_scale
+        bin_h, bin_w = max(y2 - y1, 1.0) / pooled_height, max(x2 - x1, 1.0) / pooled_width
+        samples_h = sample_num if sample_num > 0 else max(int(-(-bin_h // 1)), 1)
+        samples_w = sample_num if sample_num > 0 else max(int(-(-bin_w // 1)), 1)
+        ys = y1 + (torch.arange(pooled_height * samples_h, device=x.device, dtype=image.dtype) + 0.5) * bin_h / samples_h
+        xs = x1 + (torch.arange(pooled_width * samples_w, device=x.device, dtype=image.dtype) + 0.5) * bin_w / samples_w
+        wy = _bilinear_weights(ys, height).to(image.dtype)
+        wx = _bilinear_weights(xs, width).to(image.dtype)
+        sampled = wy @ image[int(batch)] @ wx.t()
+        pooled = sampled.reshape(-1, pooled_height, samples_h, pooled_width, samples_w).mean((2, 4))
+        outputs.append(pooled)
+    out = torch.stack(outputs) if outputs else image.new_zeros((0, x.size(1), pooled_height, pooled_width))
+    return out.to(x.dtype)
+
+
+def input_gradient(forward, grad, input_size, *args):
+    """The gradient of a linear operator's reference (forward) with respect to its input of input_size."""
+    return gradient(forward, grad, grad.new_zeros(list(input_size)), *args)
+
+
+def roi_align_backward(grad, rois, input_size, pooled_width: int, pooled_height: int, spatial_scale: float,
+                       sample_num: int, roi_end_mode) -> torch.Tensor:
+    """RoIAlign's input gradient; roi_end_mode None is 1, the part's default for the gradient."""
+    return input_gradient(roi_align, grad, input_size, rois, spatial_scale, pooled_height, pooled_width,
+                          sample_num, 1 if roi_end_mode is None else roi_end_mode)
+
+
+def ps_roi_pooling(x, rois, spatial_scale: float, group_size: int, output_dim: int) -> torch.Tensor:
+    """Position-sensitive RoI average pooling (R-FCN): rois (B, 5, R) of batch index and corners, x (B,
+    output_dim * group_size^2, H, W); bin (i, j) of output channel c averages input channel
+    (c * group_size + i) * group_size + j over the bin's pixels, 0 for an empty bin."""
+    op = "npu_ps_roi_pooling"
+    _check(x.dim() == 4 and x.size(1) == output_dim * group_size * group_size, op,
+           f"self must be (B, output_dim * group_size^2 = {output_dim * group_size * group_size}, H, W), "
+           f"got {tuple(x.shape)}")
+    _check(rois.dim() == 3 and rois.size(1) == 5, op, f"rois must be (B, 5, R), got {tuple(rois.shape)}")
+    height, width = x.shape[-2:]
+    image = _float(x)
+    grid = torch.arange(group_size, device=x.device, dtype=image.dtype)
+    outputs = []
+    for batch, x1, y1, x2, y2 in rois.float().permute(0, 2, 1).reshape(-1, 5).cpu().tolist():
+        start_w, end_w = round(x1) * spatial_scale, (round(x2) + 1.0) * spatial_scale
+        start_h, end_h = round(y1) * spatial_scale, (round(y2) + 1.0) * spatial_scale
+        bin_w, bin_h = max(end_w - start_w, 0.1) / group_size, max(end_h - start_h, 0.1) / group_size
+        rows = _bin_mask(start_h + grid * bin_h, start_h + (grid + 1) * bin_h, height, x.device, image.dtype)
+        cols = _bin_mask(start_w + grid * bin_w, start_w + (grid + 1) * bin_w, width, x.device, image.dtype)
+        if not 0 <= int(batch) < x.size(0):  # an image the input lacks pools nothing (Ascend's own example)
+            outputs.append(image.new_zeros((output_dim, group_size, group_size)))
+            continue
+        channels = image[int(batch)].reshape(output_dim, group_size, group_size, height, width)
+        sums = torch.einsum("cijhw,ih,jw->cij", channels, rows, cols)
+        counts = rows.sum(1)[:, None] * cols.sum(1)[None, :]
+        outputs.append(torch.where(counts > 0, sums / counts.clamp(min=1), torch.zeros_like(sums)))
+    out = torch.stack(outputs) if outputs else image.new_zeros((0, output_dim, group_size, group_size))
+    return out.to(x.dtype)
+
+
+def _bin_mask(starts: torch.Tensor, ends: torch.Tensor, size: int, device, dtype) -> torch.Tensor:
+    """(bins, size) membership of pixels in bins [floor(start), ceil(end)), clipped to the map."""
+    pixels = torch.arange(size, device=device, dtype=dtype)
+    low = starts.floor().clamp(0, size)[:, None]
+    high = ends.ceil().clamp(0, size)[:, None]
+    return ((pixels[None, :] >= low) & (pixels[None, :] < high)).to(dtype)
+
+
+def ps_roi_pooling_backward(grad, rois, spatial_scale: float, group_size: int, output_dim: int, input_size):
+    op = "npu_ps_roi_pooling_backward"
+    _check(len(input_size) == 2, op, f"input_size must be (H, W), got {list(input_size)}")
+    shape = [rois.size(0), output_dim * group_size * group_size, *input_size]
+    return input_gradient(ps_roi_pooling, grad, shape, rois, spatial_scale, group_size, output_dim)
+
+
+def anchor_response_flags(boxes, featmap_size, stride, num_base_anchors: int) -> torch.Tensor:
+    """uint8 flags of the feature map's anchors (cell by cell, num_base_anchors each): 1 for the anchors of
+    the cells that hold a ground-truth box's centre."""
+    op = "npu_anchor_response_flags"
+    _check(len(featmap_size) == 2, op, f"featmap_size must be (height, width), got {list(featmap_size)}")
+    _check(boxes.dim() == 2 and boxes.size(1) == 4, op, f"self must be (N, 4) boxes, got {tuple(boxes.shape)}")
+    _check(boxes.dtype in (torch.float16, torch.float32), op, f"self must be float16 or float32, got {boxes.dtype}")
+    feat_h, feat_w = featmap_size
+    b = boxes.float()
+    grid_x = torch.floor((b[:, 0] + b[:, 2]) * 0.5 / stride[0]).long()
+    grid_y = torch.floor((b[:, 1] + b[:, 3]) * 0.5 / stride[1]).long()
+    inside = (grid_x >= 0) & (grid_x < feat_w) & (grid_y >= 0) & (grid_y < feat_h)
+    cells = torch.where(inside, grid_y * feat_w + grid_x, feat_h * feat_w)  # outside: a spare cell, dropped
+    flags = torch.zeros(feat_h * feat_w + 1, dtype=torch.uint8, device=boxes.device)
+    flags = flags.index_fill(0, cells, 1)[:-1]
+    return flags[:, None].expand(-1, num_base_anchors).reshape(-1)
+
+
+def yolo_boxes_encode(anchors, gt_bboxes, stride, performance_mode: bool) -> torch.Tensor:
+    """YOLO's regression targets of ground truths from anchors, both (N, 4) corners: centre offsets in
+    strides (+ 0.5, kept in (0, 1)) and log size ratios, clamped at 1e-6."""
+    op = "npu_yolo_boxes_encode"
+    _check(anchors.dim() == 2 and anchors.size(1) == 4, op, f"self must be (N, 4), got {tuple(anchors.shape)}")
+    _check(gt_bboxes.dim() == 2 and gt_bboxes.size(1) == 4, op,
+           f"gt_bboxes must be (N, 4), got {tuple(gt_bboxes.shape)}")
+    _check(stride.dim() == 1 and stride.size(0) == gt_bboxes.size(0), op,
+           f"stride must be (N,) for N = {gt_bboxes.size(0)} boxes, got {tuple(stride.shape)}")
+    _check(stride.dtype == torch.int32, op, f"stride must be int32, got {stride.dtype}")
+    eps = 1e-6
+    a, g = anchors.float(), gt_bboxes.float()
+    s = stride.float()
+    centre = lambda b, i: (b[:, i] + b[:, i + 2]) * 0.5  # noqa: E731
+    width = lambda b, i: b[:, i + 2] - b[:, i]  # noqa: E731
+    encoded = torch.stack([
+        ((centre(g, 0) - centre(a, 0)) / s + 0.5).clamp(eps, 1 - eps),
+        ((centre(g, 1) - centre(a, 1)) / s + 0.5).clamp(eps, 1 - eps),
+        torch.log((width(g, 0) / width(a, 0)).clamp(min=eps)),
+        torch.log((width(g, 1) / width(a, 1)).clamp(min=eps)),
+    ], -1)
+    return encoded.to(gt_bboxes.dtype)
+
+
+def grid_assign_positive(assigned, overlaps, flags, max_overlaps, argmax_overlaps, gt_max_overlaps,
+                         gt_argmax_overlaps, num_gts: int, pos_iou_thr: float, min_pos_iou: float,
+                         gt_max_assign_all: bool) -> torch.Tensor:
+    """GridAssigner's positive step: a responsible box whose best overlap passes pos_iou_thr takes its best
+    ground truth (index + 1); then each ground truth whose best overlap passes min_pos_iou takes its best
+    responsible boxes (all of them, or its argmax only). The rest keep their value in assigned."""
+    op = "npu_grid_assign_positive"
+    _check(overlaps.dim() == 2 and overlaps.size(1) == assigned.size(0), op,
+           f"overlaps must be (num_gts, N) for N = {assigned.size(0)} boxes, got {tuple(overlaps.shape)}")
+    responsible = flags.bool()
+    positive = (max_overlaps > pos_iou_thr) & responsible
+    out = torch.where(positive, (argmax_overlaps.long() + 1).to(assigned.dtype), assigned)
+    for gt in range(overlaps.size(0)):
+        passes = gt_max_overlaps[gt] > min_pos_iou
+        if gt_max_assign_all:
+            chosen = (overlaps[gt] == gt_max_overlaps[gt]) & responsible & passes
+        else:
+            chosen = torch.zeros_like(responsible).index_fill(0, gt_argmax_overlaps[gt].long().reshape(1), True)
+            chosen = chosen & responsible & passes
+        out = torch.where(chosen, out.new_tensor(gt + 1.0), out)
+    return out
+
+
+def stride_add(x1, x2, offset1, offset2, c1_len) -> torch.Tensor:
+    """Two NC1HWC0 tensors added over c1_len of their C1 blocks (from offset1 and offset2), into an output
+    of c1_len * 16 blocks whose first c1_len hold the sums and the rest zeros."""
+    op = "npu_stride_add"
+    offset1, offset2, c1_len = int(offset1), int(offset2), int(c1_len)
+    _check(x1.dim() == 5 and x2.dim() == 5, op,
+           f"self and other must be 5-D (NC1HWC0), got {tuple(x1.shape)} and {tuple(x2.shape)}")
+    _check(0 <= offset1 and offset1 + c1_len <= x1.size(1) and 0 <= offset2 and offset2 + c1_len <= x2.size(1),
+           op, f"c1_len {c1_len} from offsets {offset1} and {offset2} must fit C1 {x1.size(1)} and {x2.size(1)}")
+    sums = x1.narrow(1, offset1, c1_len) + x2.narrow(1, offset2, c1_len)
+    shape = list(sums.shape)
+    shape[1] = c1_len * 16 - c1_len
+    return torch.cat([sums, sums.new_zeros(shape)], 1)
+
+
+def softmax_cross_entropy_with_logits(logits, labels) -> torch.Tensor:
+    """(N,) cross-entropy of (N, C) logits against (N, C) label distributions."""
+    op = "npu_softmax_cross_entropy_with_logits"
+    _check(logits.dim() == 2 and logits.shape == labels.shape, op,
+           f"self and labels must be (N, C) alike, got {tuple(logits.shape)} and {tuple(labels.shape)}")
+    return -(_float(labels) * torch.log_softmax(_float(logits), -1)).sum(-1).to(logits.dtype)
+
+
+def softmax_cross_entropy_with_logits_backward(grad, logits, labels) -> torch.Tensor:
+    """grad times TensorFlow's backprop, softmax(logits) - labels."""
+    return (_float(grad)[:, None] * (torch.softmax(_float(logits), -1) - _float(labels))).to(logits.dtype)
+
+
+def sign_bits_pack(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Signs of a 1-D tensor as bits (1 for x >= 0), eight to a uint8 little end first, as (size, bytes / size)."""
+    op = "npu_sign_bits_pack"
+    _check(x.dim() == 1, op, f"self must be 1-D, got {x.dim()}-D")
+    _check(x.dtype in (torch.float16, torch.float32), op, f"self must be float16 or float32, got {x.dtype}")
+    count = (x.numel() + 7) // 8
+    _check(size != 0 and count % size == 0, op, f"the {count} packed bytes must divide by size {size}")
+    bits = F.pad((x >= 0).to(torch.uint8), (0, count * 8 - x.numel())).reshape(count, 8)
+    weights = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=x.device)
+    return (bits * weights).sum(-1, dtype=torch.uint8).reshape(size, count // size)
+
+
+def random_choice_with_mask(x: torch.Tensor, count: int, seed: int, seed2: int):
+    """Up to count positions of x's true elements, chosen at random, in index order: (count, x.dim()) int32
+    indices and a (count,) mask of the rows that hold one."""
+    op = "npu_random_choice_with_mask"
+    _check(x.dtype == torch.bool, op, f"x must be bool, got {x.dtype}")
+    _check(1 <= x.dim() <= 5, op, f"x must be 1-D to 5-D, got {x.dim()}-D")
+    _check(count > 0, op, f"count must be positive, got {count}")
+    positions = torch.nonzero(x)
+    generator = None
+    if seed or seed2:
+        generator = torch.Generator().manual_seed(seed * 2 ** 32 + seed2)
+    order = torch.randperm(positions.size(0), generator=generator)[:count].sort().values.to(x.device)
+    chosen = positions.index_select(0, order).to(torch.int32)
+    taken = chosen.size(0)
+    indices = torch.cat([chosen, chosen.new_zeros((count - taken, x.dim()))])
+    mask = torch.arange(count, device=x.device) < taken
+    return indices, mask
+
+
 def dropout_with_byte_mask(x: torch.Tensor, p: float):
     """Dropout keeping its mask as bytes (uint8, 1 where kept): the output, kept elements scaled by
     1 / (1 - p), and the mask."""
@@ -826,3 +1171,22 @@ def apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsil
     second = torch.maximum(_float(max_grad_norm), v_t) if amsgrad else v_t
     var_t = _float(var) * (1.0 - lr * weight_decay) - lr * m_t / bias1 / (torch.sqrt(second / bias2) + epsilon)
     return _write_moments((var, m, v), (var_t, m_t, v_t))
+
+
+def bert_apply_adam(lr, beta1, beta2, epsilon, grad, max_grad_norm, global_grad_norm, weight_decay, step_size,
+                    adam_mode: int, var, m, v):
+    """One step of BERT's Adam (no bias correction) written into var, m and v: grad clipped to max_grad_norm
+    by the global norm when both are positive and the norm is over; m and v as Adam's; var -= rate * (m /
+    (sqrt(v) + epsilon) + weight_decay * var), rate lr ("adam", mode 0) or step_size when given
+    ("mbert_adam", mode 1)."""
+    op = "npu_bert_apply_adam"
+    _check_moments(op, grad, var, m, v)
+    _check(adam_mode in (0, 1), op, f"adam_mode must be 0 (adam) or 1 (mbert_adam), got {adam_mode}")
+    g = _float(grad)
+    if max_grad_norm > 0 and global_grad_norm > max_grad_norm:
+        g = g * (max_grad_norm / global_grad_norm)
+    m_t = _float(m) * beta1 + g * (1.0 - beta1)
+    v_t = _float(v) * beta2 + g * g * (1.0 - beta2)
+    update = m_t / (torch.sqrt(v_t) + epsilon) + weight_decay * _float(var)
+    rate = step_size if adam_mode == 1 and step_size is not None else lr
+    return _write_moments((var, m, v), (_float(var) - rate * update, m_t, v_t))
