@@ -720,3 +720,55 @@ def test_a_reference_refuses_tensors_on_two_devices():
                                            "devices, npu:0 and npu:1! \\(npu::npu_roi_align, argument 'rois'\\)"):
         torch_npu.npu_roi_align(image, rois, 1.0, 2, 2, 2, 0)
     assert torch.ones(3, device="npu:1").sum().item() == 3
+
+
+def test_non_maximum_suppressions_keep_the_best_of_each_overlapping_group():
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 11.0, 11.0], [20.0, 20.0, 30.0, 30.0],
+                          [0.0, 0.0, 10.0, 9.0], [50.0, 50.0, 60.0, 60.0]])
+    scores = torch.tensor([0.9, 0.95, 0.5, 0.3, 0.1])
+    # box 1 (0.95) suppresses 0 (IoU 81/119) and 3; box 2 survives; box 4 scores under the threshold
+    indices, count = torch_npu.npu_nms_v4(*npu(boxes, scores), 4, torch.tensor(0.5).npu(), torch.tensor(0.2).npu())
+    assert indices.dtype == torch.int32 and indices.cpu().tolist() == [1, 2, 0, 0] and count.item() == 2
+
+    rows = torch.cat([boxes, scores[:, None]], 1)
+    ranked, places, mask = torch_npu.npu_nms_with_mask(rows.npu(), 0.5)
+    assert places.cpu().tolist() == [1, 0, 2, 3, 4] and torch.equal(ranked.cpu(), rows[[1, 0, 2, 3, 4]])
+    assert mask.dtype == torch.uint8 and mask.cpu().tolist() == [1, 0, 1, 0, 1]
+
+    per_class = torch.stack([scores, scores.flip(0)], -1)[None]  # (1, 5, 2): class 1 ranks the boxes the other way
+    nmsed_boxes, nmsed_scores, classes, num = torch_npu.npu_batch_nms(
+        boxes[None, :, None].npu(), per_class.npu(), 0.2, 0.5, 2, 3)
+    # class 0 keeps boxes 1 (0.95) and 2 (0.5); class 1 (scores reversed) keeps 3 (0.95) and 4 (0.9), its
+    # third, box 2, past max_size_per_class: the best three of the four
+    assert num.cpu().tolist() == [3]
+    assert_close(nmsed_scores.cpu(), torch.tensor([[0.95, 0.95, 0.9]]))
+    assert classes.cpu()[0].tolist() == [0.0, 1.0, 1.0]
+    assert torch.equal(nmsed_boxes.cpu()[0], boxes[[1, 3, 4]])
+
+
+def test_rotated_overlaps_iou_and_their_suppression():
+    import math
+    square = [0.0, 0.0, 2.0, 2.0, 0.0]
+    turned = [0.0, 0.0, 2.0, 2.0, 45.0]  # the octagon they share: 8 (sqrt 2 - 1)
+    apart = [10.0, 0.0, 2.0, 2.0, 30.0]
+    shifted = [1.0, 0.0, 2.0, 2.0, 0.0]  # half the square
+    boxes = torch.tensor([[square, turned]])
+    queries = torch.tensor([[turned, apart, shifted]])
+    overlaps = torch_npu.npu_rotated_overlaps(*npu(boxes, queries)).cpu()
+    octagon = 8 * (math.sqrt(2) - 1)
+    assert_close(overlaps, torch.tensor([[[octagon, 0.0, 2.0], [4.0, 0.0, overlaps[0, 1, 2].item()]]]))
+    iou = torch_npu.npu_rotated_iou(*npu(boxes, queries)).cpu()
+    assert iou.shape == (1, 2, 3)
+    assert_close(iou[0, 0], torch.tensor([octagon / (8 - octagon), 0.0, 2.0 / 6.0]))
+    # x1, y1, x2, y2 with the angle the other way (trans): the same two squares
+    corners = torch.tensor([[[-1.0, -1.0, 1.0, 1.0, -45.0]]])
+    assert_close(torch_npu.npu_rotated_overlaps(corners.npu(), torch.tensor([[[-1.0, -1.0, 1.0, 1.0, 0.0]]]).npu(),
+                                                True).cpu(), torch.tensor([[[octagon]]]))
+
+    dets = torch.tensor([square, turned, apart, shifted])
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.6])
+    kept, count = torch_npu.npu_nms_rotated(*npu(dets, scores), 0.5)
+    # the turned square overlaps the square by 0.707 > 0.5; the shifted one by 1/3; apart by nothing
+    assert kept.dtype == torch.int32 and kept.cpu().tolist() == [0, 2, 3] and count.cpu().tolist() == [3]
+    with pytest.raises(RuntimeError, match="npu::npu_rotated_iou: mode 1 \\(iof\\) is not simulated"):
+        torch_npu.npu_rotated_iou(*npu(boxes, queries), False, 1)

@@ -4,6 +4,8 @@ Ascend/op-plugin). Half-precision inputs are computed in float32 and rounded onc
 vector units do. A call the part refuses is refused here, naming the operator and the argument."""
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -1190,3 +1192,203 @@ def bert_apply_adam(lr, beta1, beta2, epsilon, grad, max_grad_norm, global_grad_
     update = m_t / (torch.sqrt(v_t) + epsilon) + weight_decay * _float(var)
     rate = step_size if adam_mode == 1 and step_size is not None else lr
     return _write_moments((var, m, v), (_float(var) - rate * update, m_t, v_t))
+
+
+def _pairwise_iou(boxes: torch.Tensor) -> torch.Tensor:
+    """(N, N) IoU of corner boxes (either corner first: each box's own min and max are taken)."""
+    b = _float(boxes)
+    low = torch.minimum(b[:, :2], b[:, 2:])
+    high = torch.maximum(b[:, :2], b[:, 2:])
+    area = (high - low).prod(-1)
+    size = (torch.minimum(high[:, None], high[None]) - torch.maximum(low[:, None], low[None])).clamp(min=0)
+    inter = size.prod(-1)
+    return inter / (area[:, None] + area[None] - inter).clamp(min=torch.finfo(b.dtype).tiny)
+
+
+def _greedy_nms(boxes, scores, iou_threshold: float, score_threshold: float, limit: int) -> list[int]:
+    """Indices kept by greedy non-maximum suppression, best score first: a box whose score passes the
+    threshold is kept unless it overlaps a kept one by more than iou_threshold. Which boxes survive is the
+    data's own answer, so the loop runs on the host, as the part's kernel decides on its own core."""
+    overlaps = _pairwise_iou(boxes).cpu()
+    order = torch.argsort(_float(scores).cpu(), descending=True, stable=True).tolist()
+    values = _float(scores).cpu().tolist()
+    kept: list[int] = []
+    for i in order:
+        if len(kept) >= limit or not values[i] > score_threshold:
+            break
+        if all(overlaps[i, j] <= iou_threshold for j in kept):
+            kept.append(i)
+    return kept
+
+
+def nms_v4(boxes, scores, max_output_size, iou_threshold, scores_threshold, pad_to_max_output_size: bool):
+    """TensorFlow's NonMaxSuppressionV4: (max_output_size,) int32 indices of the kept boxes, zero past the
+    valid ones, and their count."""
+    op = "npu_nms_v4"
+    _check(boxes.dim() == 2 and boxes.size(1) == 4, op, f"self must be (N, 4) boxes, got {tuple(boxes.shape)}")
+    _check(scores.shape == boxes.shape[:1], op, f"scores must be ({boxes.size(0)},), got {tuple(scores.shape)}")
+    limit = int(max_output_size)
+    kept = _greedy_nms(boxes, scores, float(iou_threshold), float(scores_threshold), limit)
+    indices = torch.zeros(limit, dtype=torch.int32)
+    indices[:len(kept)] = torch.tensor(kept, dtype=torch.int32)
+    return indices.to(boxes.device), torch.tensor(len(kept), dtype=torch.int32, device=boxes.device)
+
+
+def nms_with_mask(x, iou_threshold):
+    """NMSWithMask of (N, 5) rows (x1, y1, x2, y2, score): the rows sorted by score, their places in x
+    (int32) and a uint8 mask of the rows non-maximum suppression keeps."""
+    op = "npu_nms_with_mask"
+    _check(x.dim() == 2 and x.size(1) == 5, op, f"input must be (N, 5) rows of a box and its score, got {tuple(x.shape)}")
+    order = torch.argsort(_float(x[:, 4]), descending=True, stable=True)
+    ranked = x.index_select(0, order)
+    kept = _greedy_nms(ranked[:, :4], ranked[:, 4], float(iou_threshold), float("-inf"), x.size(0))
+    mask = torch.zeros(x.size(0), dtype=torch.uint8)
+    mask[kept] = 1
+    return ranked, order.to(torch.int32), mask.to(x.device)
+
+
+def batch_nms(boxes, scores, score_threshold: float, iou_threshold: float, max_size_per_class: int,
+              max_total_size: int, change_coordinate_frame: bool, transpose_box: bool):
+    """BatchMultiClassNonMaxSuppression: per image and class, greedy NMS keeps up to max_size_per_class
+    boxes scoring over score_threshold; the image's best max_total_size of them, best first, are its boxes,
+    scores and classes (as floats), zero past its count (int32)."""
+    op = "npu_batch_nms"
+    _check(boxes.numel() > 0, op, "The input tensor [self] is an empty tensor.")
+    _check(not change_coordinate_frame, op, "change_coordinate_frame=True is not simulated")
+    if transpose_box:
+        boxes = boxes.transpose(-1, -2)
+    _check(boxes.dim() == 4 and boxes.size(-1) == 4 and scores.dim() == 3 and scores.shape[:2] == boxes.shape[:2]
+           and boxes.size(2) in (1, scores.size(2)), op,
+           f"self must be (B, N, 1 or classes, 4) and scores (B, N, classes), got {tuple(boxes.shape)} and "
+           f"{tuple(scores.shape)}")
+    batch, classes = boxes.size(0), scores.size(2)
+    out_boxes = torch.zeros(batch, max_total_size, 4, dtype=boxes.dtype)
+    out_scores = torch.zeros(batch, max_total_size, dtype=boxes.dtype)
+    out_classes = torch.zeros(batch, max_total_size, dtype=boxes.dtype)
+    counts = torch.zeros(batch, dtype=torch.int32)
+    host_boxes, host_scores = boxes.cpu(), scores.cpu()
+    for b in range(batch):
+        found = []
+        for c in range(classes):
+            class_boxes = host_boxes[b, :, 0 if host_boxes.size(2) == 1 else c]
+            for i in _greedy_nms(class_boxes, host_scores[b, :, c], iou_threshold, score_threshold, max_size_per_class):
+                found.append((_float(host_scores[b, i, c]).item(), c, class_boxes[i]))
+        found.sort(key=lambda item: -item[0])
+        for k, (score, c, box) in enumerate(found[:max_total_size]):
+            out_boxes[b, k], out_scores[b, k], out_classes[b, k] = box, score, c
+        counts[b] = min(len(found), max_total_size)
+    device = boxes.device
+    return out_boxes.to(device), out_scores.to(device), out_classes.to(device), counts.to(device)
+
+
+def _rotated_rect(box, xyxy: bool):
+    """Centre, size and angle (degrees, counter-clockwise) of a rotated box given as (x, y, w, h, angle)
+    or (xyxy) as (x1, y1, x2, y2, angle) with its angle measured the other way."""
+    if xyxy:
+        x1, y1, x2, y2, angle = box
+        return (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, -angle
+    return tuple(box)
+
+
+def _rect_corners(cx, cy, w, h, angle):
+    theta = math.radians(angle)
+    c, s = math.cos(theta), math.sin(theta)
+    return [(cx + c * px - s * py, cy + s * px + c * py)
+            for px, py in ((-w / 2, -h / 2), (w / 2, -h / 2), (w / 2, h / 2), (-w / 2, h / 2))]
+
+
+def _clip_polygon(subject, clipper):
+    """Sutherland-Hodgman: the part of convex polygon subject inside convex polygon clipper, both
+    counter-clockwise."""
+    out = subject
+    for i in range(len(clipper)):
+        (ax, ay), (bx, by) = clipper[i - 1], clipper[i]
+        points, out = out, []
+        if not points:
+            break
+        side = [(bx - ax) * (py - ay) - (by - ay) * (px - ax) for px, py in points]
+        for j in range(len(points)):
+            (px, py), (qx, qy), sp, sq = points[j - 1], points[j], side[j - 1], side[j]
+            if (sq >= 0) != (sp >= 0):
+                t = sp / (sp - sq)
+                out.append((px + t * (qx - px), py + t * (qy - py)))
+            if sq >= 0:
+                out.append((qx, qy))
+    return out
+
+
+def _polygon_area(points) -> float:
+    return 0.5 * abs(sum(points[i - 1][0] * points[i][1] - points[i][0] * points[i - 1][1]
+                         for i in range(len(points))))
+
+
+def _rotated_intersection(a, b) -> float:
+    """Intersection area of two rotated rectangles (centre, size, angle), computed about their mean centre
+    for precision; a rectangle of no area (or a negative one: one side negative) meets nothing. Both sides
+    negative is the rectangle turned half round, its corners still counter-clockwise."""
+    if a[2] * a[3] < 1e-14 or b[2] * b[3] < 1e-14:
+        return 0.0
+    mx, my = (a[0] + b[0]) / 2, (a[1] + b[1]) / 2
+    pa = _rect_corners(a[0] - mx, a[1] - my, *a[2:])
+    pb = _rect_corners(b[0] - mx, b[1] - my, *b[2:])
+    return _polygon_area(_clip_polygon(pa, pb))
+
+
+def _rotated_pairs(op: str, boxes, query_boxes, trans: bool, measure):
+    """(B, N, K) of measure(box, query box) over (B, N, 5) and (B, K, 5) rotated boxes, on the host."""
+    _check(boxes.dim() == 3 and query_boxes.dim() == 3 and boxes.size(-1) == 5 and query_boxes.size(-1) == 5
+           and boxes.size(0) == query_boxes.size(0), op,
+           f"self and query_boxes must be (B, N, 5) and (B, K, 5), got {tuple(boxes.shape)} and "
+           f"{tuple(query_boxes.shape)}")
+    first, second = boxes.double().cpu().tolist(), query_boxes.double().cpu().tolist()
+    values = [[[measure(_rotated_rect(a, trans), _rotated_rect(q, trans)) for q in queries]
+               for a in batch] for batch, queries in zip(first, second)]
+    out = torch.tensor(values, dtype=torch.float64).reshape(boxes.size(0), boxes.size(1), query_boxes.size(1))
+    return out.to(device=boxes.device, dtype=boxes.dtype)
+
+
+def rotated_overlaps(boxes, query_boxes, trans: bool) -> torch.Tensor:
+    """(B, N, K) intersection areas of rotated boxes (x, y, w, h, angle in degrees; trans: x1, y1, x2, y2, angle)."""
+    return _rotated_pairs("npu_rotated_overlaps", boxes, query_boxes, trans, _rotated_intersection)
+
+
+def _rotated_iou(a, b) -> float:
+    inter = _rotated_intersection(a, b)
+    return inter / (a[2] * a[3] + b[2] * b[3] - inter) if inter > 0 else 0.0
+
+
+def rotated_iou(boxes, query_boxes, trans: bool, mode: int, is_cross: bool) -> torch.Tensor:
+    """(B, N, K) IoU of rotated boxes, every box with every query box."""
+    op = "npu_rotated_iou"
+    _check(mode == 0, op, f"mode {mode} (iof) is not simulated; mode 0 (iou) is")
+    _check(is_cross, op, "is_cross=False is not simulated; is_cross=True pairs every box with every query box")
+    return _rotated_pairs(op, boxes, query_boxes, trans, _rotated_iou)
+
+
+def nms_rotated(boxes, scores, iou_threshold: float, scores_threshold: float, max_output_size: int, mode: int):
+    """Greedy non-maximum suppression of rotated boxes (mode 0: x, y, w, h, angle; 1: x1, y1, x2, y2, angle):
+    the kept boxes' int32 indices, best score first, and their count as a (1,) int32 tensor. Its length is the
+    data's answer, as the part's kernel gives it."""
+    op = "npu_nms_rotated"
+    _check(boxes.dim() == 2 and boxes.size(1) == 5, op, f"self must be (N, 5) rotated boxes, got {tuple(boxes.shape)}")
+    _check(scores.shape == boxes.shape[:1], op, f"scores must be ({boxes.size(0)},), got {tuple(scores.shape)}")
+    _check(mode in (0, 1), op, f"mode must be 0 (x, y, w, h, angle) or 1 (x1, y1, x2, y2, angle), got {mode}")
+    rects = [_rotated_rect(b, mode == 1) for b in boxes.float().double().cpu().tolist()]
+    values = scores.float().cpu().tolist()
+    limit = max_output_size if max_output_size >= 0 else len(rects)
+    kept: list[int] = []
+    for i in sorted(range(len(rects)), key=lambda i: -values[i]):
+        if len(kept) >= limit:
+            break
+        if values[i] < scores_threshold:
+            continue
+        if all(not _same_rect(rects[i], rects[j]) and _rotated_iou(rects[i], rects[j]) <= iou_threshold
+               for j in kept):
+            kept.append(i)
+    indices = torch.tensor(kept, dtype=torch.int32, device=boxes.device)
+    return indices, torch.tensor([len(kept)], dtype=torch.int32, device=boxes.device)
+
+
+def _same_rect(a, b) -> bool:
+    """Two boxes with the same corners overlap wholly (IoU 1), whatever rounding the clipping would do."""
+    return all(abs(p - q) < 1e-6 for pa, pb in zip(_rect_corners(*a), _rect_corners(*b)) for p, q in zip(pa, pb))
