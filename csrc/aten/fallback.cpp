@@ -3,6 +3,7 @@
 #include "aten/sparse.h"
 
 #include "aten/call_device.h"
+#include "aten/int32_targets.h"
 #include "aten/meta_cache.h"
 #include "aten/meta_call.h"
 #include "aten/op_routes.h"
@@ -229,9 +230,9 @@ void prefer_cpu_kernels_over_composites() {
           !op->hasKernelForDispatchKey(layout.cpu)) {
         continue;
       }
+      const bool non_functional = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
       const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-          (layout.also_non_functional_composites &&
-           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional));
+          (non_functional && (layout.also_non_functional_composites || takes_int32_target(name.name)));
       if (!composite) continue;
       const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
       library->impl(qualified.c_str(), layout.fallback());
@@ -276,6 +277,7 @@ void run_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* sta
   }
   const size_t first = stack->size() - ref.num_args();
   refuse_quantized_dtype(ref, c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args()));
+  widen_int32_target(ref, *stack, first);
   const c10::Device device = call_device(ref, stack, first);
   const c10::DeviceGuard guard(device);
   switch (ref.kind_of_call(c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args()))) {

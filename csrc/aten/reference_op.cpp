@@ -76,6 +76,14 @@ bool batch_norm_meta_differs(c10::ArrayRef<c10::IValue> args) {
 bool always(c10::ArrayRef<c10::IValue>) {
   return true;
 }
+// nll_loss's meta kernels (PyTorch's Python ones) take a target of any integer dtype, its CPU
+// kernels only int64 and uint8: such a call runs synchronised, refused at once as on the CPU.
+template <size_t Target>
+bool target_the_cpu_refuses(c10::ArrayRef<c10::IValue> args) {
+  if (args.size() <= Target || !args[Target].isTensor() || !args[Target].toTensor().defined()) return false;
+  const c10::ScalarType dtype = args[Target].toTensor().scalar_type();
+  return dtype != c10::ScalarType::Long && dtype != c10::ScalarType::Byte;
+}
 
 using MetaDiffers = bool (*)(c10::ArrayRef<c10::IValue>);
 MetaDiffers meta_differs_for(const std::string& name) {
@@ -87,6 +95,10 @@ MetaDiffers meta_differs_for(const std::string& name) {
       {"aten::_native_batch_norm_legit_no_training", &reduced_precision_first},
       {"aten::_batch_norm_with_update", &reduced_precision_first},
       {"aten::_batch_norm_no_update", &reduced_precision_first},
+      {"aten::nll_loss_forward", &target_the_cpu_refuses<1>},
+      {"aten::nll_loss2d_forward", &target_the_cpu_refuses<1>},
+      {"aten::nll_loss_backward", &target_the_cpu_refuses<2>},
+      {"aten::nll_loss2d_backward", &target_the_cpu_refuses<2>},
       {"aten::_embedding_bag", &always},
       {"aten::_embedding_bag_forward_only", &always},
       // A 1-D input: the CPU's result is 0-dim, the meta kernel's has one element.

@@ -1,6 +1,7 @@
 // torch_simhpu._C: the runtime's Python surface and the generated npu_* bindings.
 #include "aten/exec_cmd.h"
 #include "aten/op_routes.h"
+#include "aten/int32_targets.h"
 #include "aten/reduced_precision.h"
 #include "aten/reference_op.h"
 #include "aten/result_placement.h"
@@ -172,6 +173,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_strict_mode", &simhpu::strict_mode);
   m.def("_set_reduced_precision_in_float32", &simhpu::set_reduced_precision_in_float32);
   m.def("_reduced_precision_in_float32", &simhpu::reduced_precision_in_float32);
+  m.def("_set_int32_targets", &simhpu::set_int32_targets);
+  m.def("_int32_targets", &simhpu::int32_targets);
   m.def("_memory_limit", &simhpu::memory_limit_bytes);
   m.def("_kernel_names", &simhpu::registered_kernel_names);
   m.def("_meta_known_to_differ", &simhpu::meta_known_to_differ);

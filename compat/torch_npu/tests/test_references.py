@@ -772,3 +772,10 @@ def test_rotated_overlaps_iou_and_their_suppression():
     assert kept.dtype == torch.int32 and kept.cpu().tolist() == [0, 2, 3] and count.cpu().tolist() == [3]
     with pytest.raises(RuntimeError, match="npu::npu_rotated_iou: mode 1 \\(iof\\) is not simulated"):
         torch_npu.npu_rotated_iou(*npu(boxes, queries), False, 1)
+
+
+def test_losses_take_int32_class_targets_as_ascends_kernels_do():
+    logits = torch.randn(5, 4)
+    target = torch.tensor([0, 3, 1, 2, 3])
+    expected = F.cross_entropy(logits, target)
+    assert_close(F.cross_entropy(logits.npu(), target.int().npu()).cpu(), expected)

@@ -58,6 +58,8 @@ if ACTIVE:
     # An Ascend part computes half and bfloat16 operators at float32 and rounds once, and has them
     # where the CPU has no reduced-precision kernel (avg_pool3d, cdist): simhpu does so for this process.
     torch_simhpu._C._set_reduced_precision_in_float32(True)
+    # Its loss kernels take int32 class targets (nll_loss, multilabel_margin_loss), which the CPU's refuse.
+    torch_simhpu._C._set_int32_targets(True)
 
     from torch_npu import references as _references
     from torch_simhpu import op_plugin_references as _op_plugin_references
