@@ -148,3 +148,34 @@ def test_copy_memory_copies_in_stream_order_and_refuses_what_is_not_a_memory_cop
     with pytest.raises(RuntimeError, match="copy_memory_: src must be a tensor on the npu, got cpu"):
         torch_npu.copy_memory_(product, torch.ones(2, 3))
     assert torch.ones(3, device="npu").sum().item() == 3
+
+
+@pytest.mark.parametrize("dtype,gamma_dtype", [(torch.float16, torch.float16), (torch.float16, torch.float32),
+                                               (torch.bfloat16, torch.float32), (torch.float32, torch.float32)])
+def test_npu_rms_norm_in_ascends_dtypes_computed_at_float32(dtype, gamma_dtype):
+    x = torch.randn(4, 32).to(dtype)
+    gamma = torch.rand(32).to(gamma_dtype)
+    y, rstd = torch_npu.npu_rms_norm(x.npu(), gamma.npu(), epsilon=1e-5)
+    expected_rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5)
+    assert y.dtype == dtype and rstd.dtype == torch.float32
+    assert_close(y.cpu(), (x.float() * expected_rstd * gamma.float()).to(dtype))  # rounded once
+    assert_close(rstd.cpu(), expected_rstd)
+
+    residual = torch.randn(4, 32).to(dtype)
+    y2, rstd2, total = torch_npu.npu_add_rms_norm(x.npu(), residual.npu(), gamma.npu(), epsilon=1e-5)
+    summed = x + residual
+    assert total.dtype == dtype and torch.equal(total.cpu(), summed) and rstd2.dtype == torch.float32
+    assert_close(y2.cpu(), (summed.float() * torch.rsqrt(summed.float().pow(2).mean(-1, keepdim=True) + 1e-5)
+                            * gamma.float()).to(dtype))
+
+
+def test_npu_rms_norm_gradient_through_its_float32_computation_and_a_gamma_it_refuses():
+    x = torch.randn(3, 8, dtype=torch.float16).npu().requires_grad_()
+    gamma = torch.rand(8).npu().requires_grad_()
+    y, _ = torch_npu.npu_rms_norm(x, gamma)
+    y.float().sum().backward()
+    assert x.grad.dtype == torch.float16 and gamma.grad.dtype == torch.float32
+    with pytest.raises(RuntimeError, match=r"npu::npu_rms_norm: gamma must have x's dtype \(torch.float32\) or "
+                                           r"float32, got torch.float16"):
+        torch_npu.npu_rms_norm(torch.ones(2, 8).npu(), torch.ones(8, dtype=torch.float16).npu())
+    assert torch.ones(3, device="npu").sum().item() == 3

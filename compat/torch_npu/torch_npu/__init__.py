@@ -48,6 +48,7 @@ __version__ = "2.13.0+simhpu"
 if ACTIVE:
     from torch_npu import _C  # noqa: F401  (torch_npu._C._npu_getOption, as programs call it)
     from torch_npu.memory import copy_memory_  # noqa: F401
+    from torch_npu.rms_norm import npu_add_rms_norm, npu_rms_norm  # noqa: F401  (Ascend's dtypes and keyword)
     from torch_npu import formats as _formats
     from torch_npu import npu
     from torch_npu.formats import Format, get_npu_format, npu_format_cast, npu_format_cast_  # noqa: F401

@@ -990,15 +990,10 @@ def yolo_boxes_encode(anchors, gt_bboxes, stride, performance_mode: bool) -> tor
     _check(stride.dtype == torch.int32, op, f"stride must be int32, got {stride.dtype}")
     eps = 1e-6
     a, g = anchors.float(), gt_bboxes.float()
-    s = stride.float()
-    centre = lambda b, i: (b[:, i] + b[:, i + 2]) * 0.5  # noqa: E731
-    width = lambda b, i: b[:, i + 2] - b[:, i]  # noqa: E731
-    encoded = torch.stack([
-        ((centre(g, 0) - centre(a, 0)) / s + 0.5).clamp(eps, 1 - eps),
-        ((centre(g, 1) - centre(a, 1)) / s + 0.5).clamp(eps, 1 - eps),
-        torch.log((width(g, 0) / width(a, 0)).clamp(min=eps)),
-        torch.log((width(g, 1) / width(a, 1)).clamp(min=eps)),
-    ], -1)
+    a_centre, g_centre = (a[:, :2] + a[:, 2:]) * 0.5, (g[:, :2] + g[:, 2:]) * 0.5
+    a_size, g_size = a[:, 2:] - a[:, :2], g[:, 2:] - g[:, :2]
+    offsets = ((g_centre - a_centre) / stride.float()[:, None] + 0.5).clamp(eps, 1 - eps)
+    encoded = torch.cat([offsets, torch.log((g_size / a_size).clamp(min=eps))], -1)
     return encoded.to(gt_bboxes.dtype)
 
 
