@@ -779,3 +779,15 @@ def test_losses_take_int32_class_targets_as_ascends_kernels_do():
     target = torch.tensor([0, 3, 1, 2, 3])
     expected = F.cross_entropy(logits, target)
     assert_close(F.cross_entropy(logits.npu(), target.int().npu()).cpu(), expected)
+
+
+def test_one_hot_takes_int32_indices_in_their_dtype_as_ascends_kernel_does():
+    index = torch.tensor([[0, 3], [2, 1]])
+    expected = F.one_hot(index, 5)
+    got = F.one_hot(index.int().npu(), 5)
+    assert got.dtype == torch.int32 and torch.equal(got.cpu(), expected.int())
+    assert torch.equal(F.one_hot(index.npu()).cpu(), F.one_hot(index))  # num_classes read from the data
+    with pytest.raises(RuntimeError, match="one_hot is only applicable to index tensor of type LongTensor"):
+        F.one_hot(torch.ones(3).npu(), 3)
+    compiled = torch.compile(lambda t: F.one_hot(t, 7), backend="aot_eager")
+    assert compiled(index.npu()).shape == (2, 2, 7)

@@ -61,6 +61,10 @@ if ACTIVE:
     torch_simhpu._C._set_reduced_precision_in_float32(True)
     # Its loss kernels take int32 class targets (nll_loss, multilabel_margin_loss), which the CPU's refuse.
     torch_simhpu._C._set_int32_targets(True)
+    # And some of op-plugin's own ATen kernels take more than the CPU's (one_hot of int32).
+    from torch_npu import ascend_aten as _ascend_aten
+
+    _ascend_aten.register()
 
     from torch_npu import references as _references
     from torch_simhpu import op_plugin_references as _op_plugin_references
