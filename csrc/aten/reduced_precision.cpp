@@ -14,7 +14,11 @@ namespace {
 std::atomic<bool> enabled{false};
 
 // Operators whose result is exact at any precision (a copy) or is defined by the
-// dtype's own precision (the next representable value): run as they are.
+// dtype's own precision (the next representable value; nan_to_num's default
+// replacements, the dtype's largest values): run as they are. So do comparisons,
+// which round a Scalar operand to the tensor's dtype before comparing (0.30003
+// is half's 0.30005: le is true in half, false at float32), and bincount, whose
+// weights' sums are float64 on the CPU for any floating dtype but float32.
 // Calls that name their result's dtype (cumsum's dtype=, with an out= of that
 // dtype) run as they are too, and so do FFTs: the CPU's (MKL's) have no reduced
 // dtype, nor cuFFT a bfloat16 one, so promoting them would accept what parts refuse.
@@ -24,7 +28,9 @@ bool keeps_its_precision(const ReferenceOp& ref, c10::ArrayRef<c10::IValue> args
   }
   static constexpr std::string_view kNames[] = {
       "aten::nextafter", "aten::_to_copy", "aten::copy_", "aten::clone", "aten::_copy_from",
-      "aten::_copy_from_and_resize", "aten::_local_scalar_dense", "aten::equal",
+      "aten::_copy_from_and_resize", "aten::_local_scalar_dense", "aten::equal", "aten::nan_to_num",
+      "aten::nan_to_num_", "aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge",
+      "aten::eq_", "aten::ne_", "aten::lt_", "aten::le_", "aten::gt_", "aten::ge_", "aten::bincount",
   };
   const std::string& name = ref.op.schema().name();
   if (std::string_view(name).substr(0, 11) == "aten::_fft_") return true;

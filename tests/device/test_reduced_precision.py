@@ -188,6 +188,22 @@ def test_an_operator_defined_by_its_dtypes_precision_is_not_promoted(promoted):
                                rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: torch.le(x, 0.30003),  # 0.30003 is half's 0.30005: true in half, false at float32
+    lambda x: torch.eq(x, 0.30003),
+    lambda x: torch.lt(x, 0.30003),
+    lambda x: x.clone().ge_(0.30003),
+    lambda x: torch.nan_to_num(x / 0),  # inf becomes half's largest value, not float32's rounded to inf
+    lambda x: torch.bincount(torch.tensor([0, 1, 1], device=x.device), weights=x.expand(3)),  # float64 sums
+])
+def test_comparisons_and_dtype_bound_results_keep_their_precision(call, promoted):
+    x = torch.tensor([0.30004882], dtype=torch.half)
+    expected = call(x)
+    got = call(x.to("simhpu")).cpu()
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
 def test_a_call_that_names_its_result_dtype_keeps_it(promoted):
     x = torch.randn(100).half()
     result = torch.sum(x.to("simhpu"), dtype=torch.float32)
