@@ -791,3 +791,21 @@ def test_one_hot_takes_int32_indices_in_their_dtype_as_ascends_kernel_does():
         F.one_hot(torch.ones(3).npu(), 3)
     compiled = torch.compile(lambda t: F.one_hot(t, 7), backend="aot_eager")
     assert compiled(index.npu()).shape == (2, 2, 7)
+
+
+def test_renorm_as_the_cpus_and_with_p_zero_as_ascends_kernel_takes_it():
+    x = torch.tensor([[0.0, 3.0, -4.0], [0.5, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    for p, dim, maxnorm in ((2, 0, 1.0), (1, 1, 2.0), (3, -1, 0.5)):
+        assert_close(torch.renorm(x.npu(), p, dim, maxnorm).cpu(), torch.renorm(x, p, dim, maxnorm))
+        out = torch.empty(3, 3).npu()
+        torch.renorm(x.npu(), p, dim, maxnorm, out=out)
+        assert_close(out.cpu(), torch.renorm(x, p, dim, maxnorm))
+    # p = 0: a row's norm is its count of nonzero elements (2, 1 and 3 here), scaled down to maxnorm 1.5
+    in_place = x.npu().renorm_(0, 0, 1.5)
+    counts = torch.tensor([[2.0], [1.0], [3.0]])
+    assert_close(in_place.cpu(), x * torch.where(counts > 1.5, 1.5 / (counts + 1e-7), torch.ones(1)))
+    half = x.half()
+    assert_close(torch.renorm(half.npu(), 2, 0, 1.0).cpu(), torch.renorm(x, 2, 0, 1.0).half(), atol=1e-3, rtol=1e-3)
+    with pytest.raises(RuntimeError, match="renorm: non-positive-norm not supported"):
+        torch.renorm(x.npu(), -1, 0, 1.0)
+    assert torch.ones(3, device="npu").sum().item() == 3

@@ -26,5 +26,43 @@ def one_hot(self: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
     return (self.unsqueeze(-1) == classes).to(self.dtype)
 
 
+def _renorm_factor(x: torch.Tensor, p, dim: int, maxnorm) -> torch.Tensor:
+    """renorm's per-slice factor: maxnorm / (norm + 1e-7) where a slice's p-norm is over maxnorm, 1
+    elsewhere, the norm at float32 for a reduced dtype and the factor in x's dtype, as ATen computes it.
+    Ascend's kernel also takes p = 0, the norm then being the slice's count of nonzero elements."""
+    p, maxnorm = float(p), float(maxnorm)
+    if p < 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if x.dim() <= 1:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {x.dim()} dimensions")
+    if not -x.dim() <= dim < x.dim():
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-x.dim()}, {x.dim() - 1}], "
+                         f"but got {dim})")
+    reduce = [d for d in range(x.dim()) if d != dim % x.dim()]
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    if p == 0:
+        norm = (x != 0).sum(reduce, keepdim=True, dtype=acc)
+    else:
+        norm = torch.linalg.vector_norm(x, p, reduce, keepdim=True, dtype=acc)
+    return torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), torch.ones_like(norm)).to(x.dtype)
+
+
+def renorm(self: torch.Tensor, p, dim: int, maxnorm) -> torch.Tensor:
+    return self * _renorm_factor(self, p, dim, maxnorm)
+
+
+def renorm_(self: torch.Tensor, p, dim: int, maxnorm) -> torch.Tensor:
+    return self.mul_(_renorm_factor(self, p, dim, maxnorm))
+
+
+def renorm_out(self: torch.Tensor, p, dim: int, maxnorm, *, out: torch.Tensor) -> torch.Tensor:
+    return torch.mul(self, _renorm_factor(self, p, dim, maxnorm), out=out)
+
+
 def register() -> None:
     _LIBRARY.impl("one_hot", one_hot, "PrivateUse1")
+    _LIBRARY.impl("renorm", renorm, "PrivateUse1")
+    _LIBRARY.impl("renorm_", renorm_, "PrivateUse1")
+    _LIBRARY.impl("renorm.out", renorm_out, "PrivateUse1")
