@@ -99,6 +99,27 @@ def test_an_operator_without_kernel_is_classified_whatever_its_name(output):
     assert reason == "no kernel yet" and "npu" in detail
 
 
+def test_a_file_without_a_main_block_runs_its_tests_through_pytest(checkout):
+    from torch_npu import op_plugin_suite
+
+    env = op_plugin_suite.environment(checkout)
+    folder = checkout / "test" / "test_base_ops"
+    # (op-plugin has such files, whose test class is not a TestCase: run as scripts, they run nothing)
+    plain = HEADER.replace("class TestThis(TestCase):", "class TestThis:")
+    wrong = """\
+    def test_wrong(self):
+        assert torch.equal(torch.ones(2).npu().cpu(), torch.zeros(2)), "result error"
+"""
+    for name, text, outcome in (("test_bare.py", HEADER + FILES["test_abs.py"], ("passed", "")),
+                                ("test_bare_wrong.py", plain + wrong, ("failed", "mismatch"))):
+        (folder / name).write_text(text)
+        try:
+            result = op_plugin_suite.run_file(folder / name, env, timeout=120)
+        finally:
+            (folder / name).unlink()
+        assert (result.outcome, result.reason) == outcome and result.ran == 1, (name, result.detail)
+
+
 def test_a_file_past_its_time_is_a_timeout(checkout):
     from torch_npu import op_plugin_suite
 

@@ -50,7 +50,8 @@ class FileResult:
 
 def classify(output: str) -> tuple[str, str]:
     """The reason a file failed, and the line that says it, from what it printed."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    # (pytest marks the lines of a failure's exception with "E   ")
+    lines = [re.sub(r"^E\s+", "", line.strip()) for line in output.splitlines() if line.strip()]
     raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b.*", line)
               or line.startswith(("NotImplementedError", "AssertionError"))]
     first = raised[0] if raised else (lines[-1] if lines else "no output")
@@ -70,21 +71,42 @@ def classify(output: str) -> tuple[str, str]:
     return "error", first
 
 
+def command(path: Path) -> list[str]:
+    """How a file runs alone: as a script, or, where it has no __main__ block (run so, it would run nothing),
+    through pytest, which collects its test classes whether or not they are TestCases."""
+    if "__main__" not in path.read_text(errors="replace"):
+        return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path.name]
+    return [sys.executable, path.name]
+
+
+def counts(output: str) -> tuple[bool, int, int]:
+    """Whether the run reported its tests, how many ran and how many of those were skipped: unittest's
+    "Ran N tests ... skipped=S", or pytest's "P passed, F failed, S skipped"."""
+    ran_match = re.search(r"^Ran (\d+) tests?", output, re.MULTILINE)
+    if ran_match:
+        skipped_match = re.search(r"skipped=(\d+)", output)
+        return True, int(ran_match.group(1)), int(skipped_match.group(1)) if skipped_match else 0
+    line = next((line for line in reversed(output.splitlines())
+                 if re.match(r"^\W*\d+ (passed|failed|skipped|errors?)\b.* in [\d.]+s", line)), "")
+    summary = re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", line)
+    if not summary:
+        return False, 0, 0
+    tally = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in summary}
+    return True, sum(tally.values()), tally.get("skipped", 0)
+
+
 def run_file(path: Path, env: dict, timeout: float) -> FileResult:
     start = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, path.name], cwd=path.parent, env=env, capture_output=True,
+        done = subprocess.run(command(path), cwd=path.parent, env=env, capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return FileResult(path, "failed", reason="timeout", detail=f"past {timeout:.0f} s",
                           seconds=time.monotonic() - start)
     output = done.stdout + done.stderr
     seconds = time.monotonic() - start
-    ran_match = re.search(r"^Ran (\d+) tests?", output, re.MULTILINE)
-    ran = int(ran_match.group(1)) if ran_match else 0
-    skipped_match = re.search(r"skipped=(\d+)", output)
-    skipped = int(skipped_match.group(1)) if skipped_match else 0
-    if done.returncode == 0 and ran_match:
+    reported, ran, skipped = counts(output)
+    if done.returncode == 0 and reported:
         outcome = "skipped" if skipped >= ran else "passed"
         return FileResult(path, outcome, ran, skipped, seconds=seconds)
     reason, detail = classify(output)
