@@ -24,7 +24,6 @@ z = torch.zeros(3, device=torch.device("cuda", 0)).to("cuda")
 assert z.device == torch.device("npu", 0)
 with torch.cuda.amp.autocast(dtype=torch.bfloat16):
     assert model(x.cuda()).dtype == torch.bfloat16
-torch.cuda.set_device(1) if torch.cuda.device_count() > 1 else None
 print("ran on", y.device)
 """
 

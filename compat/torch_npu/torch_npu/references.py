@@ -781,13 +781,8 @@ def _pairs(op: str, boxes, gtboxes, trans: bool, is_cross: bool, mode: int):
     _check(is_cross or boxes.size(1) == gtboxes.size(1), op,
            f"is_cross=False pairs box i with gtbox i: n {boxes.size(1)} and m {gtboxes.size(1)} must be equal")
     b1, b2 = _corners(boxes, trans), _corners(gtboxes, trans)
-    if is_cross:
-        b1 = tuple(t[None, :] for t in b1)
-        b2 = tuple(t[:, None] for t in b2)
-    else:
-        b1 = tuple(t[None, :] for t in b1)
-        b2 = tuple(t[None, :] for t in b2)
-    return b1, b2
+    # boxes along the columns; ground truths along the rows when crossed, beside their boxes when not
+    return tuple(t[None, :] for t in b1), tuple(t[:, None] if is_cross else t[None, :] for t in b2)
 
 
 def _intersection(b1, b2):
@@ -1211,8 +1206,9 @@ def _greedy_nms(boxes, scores, iou_threshold: float, score_threshold: float, lim
     threshold is kept unless it overlaps a kept one by more than iou_threshold. Which boxes survive is the
     data's own answer, so the loop runs on the host, as the part's kernel decides on its own core."""
     overlaps = _pairwise_iou(boxes).cpu()
-    order = torch.argsort(_float(scores).cpu(), descending=True, stable=True).tolist()
-    values = _float(scores).cpu().tolist()
+    host_scores = _float(scores).cpu()
+    order = torch.argsort(host_scores, descending=True, stable=True).tolist()
+    values = host_scores.tolist()
     kept: list[int] = []
     for i in order:
         if len(kept) >= limit or not values[i] > score_threshold:
