@@ -14,7 +14,9 @@ are device launches, autograd differentiates through them, and FakeTensorMode an
 trace them. Where op-plugin's own YAML is loaded too (load_op_plugin(..., references=)), the
 reference replaces the missing torch_npu kernel of the entry of the same name, whose schema it
 must repeat, and that entry's readable gen_opapi output rules are checked at every call, as a
-simulated ACLNN kernel's are. A tensor on another device is refused, as torch_npu's kernels do.
+simulated ACLNN kernel's are. A tensor on another device is refused, as torch_npu's kernels do,
+except the arguments an entry's `host:` names: those the adapter reads on the host (cumulative
+sequence lengths given as tensors), which must be CPU tensors.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ class Reference:
     line: int
     doc: str = ""
     tags: tuple = ()  # torch.Tag names, e.g. nondeterministic_seeded for one that draws random numbers
+    host: tuple = ()  # tensor arguments the adapter reads on the host: they must be on the CPU
 
     @property
     def where(self) -> str:
@@ -76,10 +79,10 @@ def read_references(path: str | os.PathLike, helper_names=()) -> dict[str, Refer
                          "write each entry as '- func: SCHEMA' with a 'reference:'")
             continue
         label = str(entry.get("func", "(an entry)"))[:80]
-        unknown = sorted(set(entry) - {"func", "reference", "doc", "tags"})
+        unknown = sorted(set(entry) - {"func", "reference", "doc", "tags", "host"})
         for key in unknown:
             problems.add(path, entry.line_of(key), label, key,
-                         "a references file has func:, reference:, tags: and doc: only", f"remove '{key}:'")
+                         "a references file has func:, reference:, tags:, host: and doc: only", f"remove '{key}:'")
         tags = entry.get("tags", [])
         if not isinstance(tags, list) or not all(isinstance(t, str) and hasattr(torch.Tag, t) for t in tags):
             problems.add(path, entry.line_of("tags"), label, "tags", f"expected a list of torch.Tag names, got {tags!r}",
@@ -92,6 +95,13 @@ def read_references(path: str | os.PathLike, helper_names=()) -> dict[str, Refer
                          "write the schema as op-plugin's YAML declares it")
             continue
         names = [a.name for a in schema.arguments.flat_all]
+        host = entry.get("host", [])
+        tensor_names = [a.name for a in schema.arguments.flat_all if "Tensor" in str(a.type)]
+        if not isinstance(host, list) or not all(isinstance(h, str) and h in tensor_names for h in host):
+            problems.add(path, entry.line_of("host"), label, "host",
+                         f"expected a list of the schema's tensor arguments, got {host!r}",
+                         f"name arguments among {', '.join(tensor_names) or '(none)'}")
+            continue
         problem = check_reference(entry.get("reference"), names + list(helper_names))
         if problem:
             problems.add(path, entry.line_of("reference"), label, "reference", *problem)
@@ -105,7 +115,8 @@ def read_references(path: str | os.PathLike, helper_names=()) -> dict[str, Refer
         if not isinstance(doc_text, str):
             problems.add(path, entry.line_of("doc"), label, "doc", "expected text", "write the doc as one string")
             continue
-        references[name] = Reference(name, schema, entry["reference"].strip(), path, entry.line, doc_text, tuple(tags))
+        references[name] = Reference(name, schema, entry["reference"].strip(), path, entry.line, doc_text, tuple(tags),
+                                    tuple(host))
     problems.raise_if_any()
     return references
 
@@ -153,10 +164,15 @@ def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rule
         inputs = _tensors(values.values())
         for name, value in values.items():
             for tensor in _tensors([value]):
+                if name in reference.host:
+                    if tensor.device.type not in ("cpu", "meta"):
+                        raise RuntimeError(f"{qualname}: argument '{name}' is on {tensor.device}; the kernel reads "
+                                           f"it on the host, so it must be a CPU tensor (move it with .cpu())")
+                    continue
                 if tensor.device.type not in _ALLOWED_DEVICES:
                     raise RuntimeError(f"{qualname}: argument '{name}' is on {tensor.device}; torch_npu's kernels "
                                        f"take tensors on {DEVICE_TYPE} (move it with .to('{DEVICE_TYPE}'))")
-        _check_one_device(qualname, values)
+        _check_one_device(qualname, {n: v for n, v in values.items() if n not in reference.host})
         result = eval(code, scope, values)  # noqa: S307 - checked by read_references: no names but these
         outputs = [result] if returns == 1 else list(result) if isinstance(result, (tuple, list)) else [result]
         if len(outputs) != returns or any(isinstance(o, torch.Tensor) != t for o, t in zip(outputs, tensor_returns)) \

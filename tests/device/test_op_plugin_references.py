@@ -55,6 +55,24 @@ def test_a_tensor_on_another_device_is_refused(tmp_path):
         getattr(torch.ops, namespace).twice(torch.ones(2))
 
 
+def test_an_argument_the_adapter_reads_on_the_host_must_be_a_cpu_tensor(tmp_path):
+    namespace = next(_names)
+    load_references(references(tmp_path, """\
+        custom:
+          - func: take_first(Tensor self, Tensor lengths) -> Tensor
+            reference: self[:lengths.tolist()[0]]
+            host: [lengths]
+        """), namespace)
+    take_first = getattr(torch.ops, namespace).take_first
+    x = torch.arange(6.0)
+    assert_close(take_first(x.to("simhpu"), torch.tensor([4])).cpu(), x[:4])
+    with pytest.raises(RuntimeError, match=f"{namespace}::take_first: argument 'lengths' is on simhpu:0; the kernel "
+                                           "reads it on the host, so it must be a CPU tensor"):
+        take_first(x.to("simhpu"), torch.tensor([4], device="simhpu"))
+    with pytest.raises(RuntimeError, match="argument 'self' is on cpu"):
+        take_first(x, torch.tensor([4]))
+
+
 def test_simhpus_own_operator_of_the_name_is_kept(tmp_path):
     path = references(tmp_path, "custom:\n  - func: npu_swish(Tensor self, float beta=1.0) -> Tensor\n"
                                 "    reference: self * 0\n")
@@ -71,7 +89,9 @@ def test_simhpus_own_operator_of_the_name_is_kept(tmp_path):
     ("custom:\n  - func: f(Tensor self) -> Tensor\n    reference: \"(lambda: self)()\"\n", ":3:", "'Lambda' is not allowed"),
     ("custom:\n  - func: f(Tensor self -> Tensor\n    reference: self\n", ":2:", "the schema does not parse"),
     ("custom:\n  - func: f(Tensor self) -> Tensor\n    reference: self\n    exec: k, self\n", ":4:",
-     "field 'exec': a references file has func:, reference:, tags: and doc: only"),
+     "field 'exec': a references file has func:, reference:, tags:, host: and doc: only"),
+    ("custom:\n  - func: f(Tensor self, int n) -> Tensor\n    reference: self\n    host: [n]\n", ":4:",
+     "field 'host': expected a list of the schema's tensor arguments"),
     ("custom:\n  - func: f(Tensor self) -> Tensor\n    reference: self\n    tags: [made_up]\n", ":4:",
      "field 'tags': expected a list of torch.Tag names"),
     ("custom:\n  - func: f(Tensor self) -> Tensor\n    reference: self\n  - func: f(Tensor x) -> Tensor\n"

@@ -321,6 +321,27 @@ def test_moe_token_permute_and_unpermute_round_trip():
     assert dropped.shape == (5, 4)
 
 
+def test_unpermute_keeps_for_its_backward_what_ascends_does_and_its_gradient_is_right():
+    tokens, indices = torch.randn(6, 4, dtype=torch.float64), torch.tensor([[2, 0], [1, 2], [0, 0], [2, 1], [1, 0], [0, 2]])
+    permuted, position = torch_npu.npu_moe_token_permute(tokens.npu(), indices.npu())
+    permuted = permuted.detach().requires_grad_()
+    probs = torch.rand(6, 2, dtype=torch.float64, device="npu", requires_grad=True)
+
+    def saved_storages(probs_given):
+        storages = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: storages.append(t.untyped_storage().data_ptr()) or t,
+                                                      lambda t: t):
+            torch_npu.npu_moe_token_unpermute(permuted, position, probs_given)
+        return storages
+
+    # With probs, each one's gradient needs the other: both are kept, not copies gathered from them.
+    with_probs = saved_storages(probs)
+    assert permuted.untyped_storage().data_ptr() in with_probs and probs.untyped_storage().data_ptr() in with_probs
+    assert permuted.untyped_storage().data_ptr() not in saved_storages(None)
+    dropped = torch.cat([position[:-1], torch.tensor([12], dtype=position.dtype, device="npu")])  # past the rows
+    assert torch.autograd.gradcheck(lambda t, p: torch_npu.npu_moe_token_unpermute(t, dropped, p), (permuted, probs))
+
+
 @pytest.mark.parametrize("mode", ["half", "interleave"])
 def test_backward_operators_match_autograd_through_their_forwards(mode):
     x = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)

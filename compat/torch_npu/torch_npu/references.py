@@ -150,9 +150,7 @@ def dynamic_quant(x, smooth_scales, group_index, dst_type, quant_mode: str, dst_
     scale = scale.squeeze(dim)
     if not int4:
         return y.clamp(-128, 127).to(torch.int8), scale
-    nibbles = y.clamp(-8, 7).to(torch.int16).bitwise_and(15).reshape(*x.shape[:-1], -1, 2)
-    packed = (nibbles[..., 0] + nibbles[..., 1] * 16).to(torch.uint8).contiguous()
-    return packed.view(torch.int32), scale
+    return _pack_int4(y.clamp(-8, 7)), scale
 
 
 def _to_bnsd(x: torch.Tensor, layout: str, heads: int | None) -> torch.Tensor:
@@ -192,9 +190,10 @@ def _sparse_mask(sq: int, skv: int, mode: int, given, pre: int, nxt: int, device
     return (cols - (rows + shift) > nxt) | ((rows + shift) - cols > pre)
 
 
-def _attention_bnsd(q, k, v, scale, pse, mask):
+def _attention_bnsd(q, k, v, scale, pse, mask, kept=None, keep_prob: float = 1.0):
     """Attention over [B, N, S, D] (half precision in float32) (keys and values of fewer heads shared by groups of query
-    heads), with softmax's row max and sum."""
+    heads), with softmax's row max and sum; where `kept` is given ([B, N, Sq, Skv] bools), the probabilities it drops
+    are zero and the rest scaled by 1 / keep_prob."""
     group = q.size(1) // k.size(1)
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     scores = torch.matmul(_float(q), _float(k).transpose(-1, -2))
@@ -206,21 +205,130 @@ def _attention_bnsd(q, k, v, scale, pse, mask):
     row_max = scores.amax(-1, keepdim=True)
     exp = torch.exp(scores - row_max)
     row_sum = exp.sum(-1, keepdim=True)
-    out = torch.matmul(exp / row_sum, _float(v))
+    probs = exp / row_sum
+    if kept is not None:
+        probs = probs * kept * (1.0 / keep_prob if keep_prob > 0 else 0.0)
+    out = torch.matmul(probs, _float(v))
     return out, row_max.squeeze(-1).float(), row_sum.squeeze(-1).float()
+
+
+# Dropout masks as the part keeps them: one bit an element (1 where kept), eight to a byte little end first, the
+# bytes padded to a multiple of 128 bits. The bits are a function of (seed, offset) alone, drawn as simhpu's
+# generator draws any random numbers at that state, so a mask an operator drew from the default generator is the
+# mask _npu_dropout_gen_mask makes from the seed and offset it reported.
+_MASK_ALIGN_BITS = 128
+
+
+def _mask_bytes(numel: int) -> int:
+    return (numel + _MASK_ALIGN_BITS - 1) // _MASK_ALIGN_BITS * _MASK_ALIGN_BITS // 8
+
+
+def _float32(value: float) -> float:
+    """value as float32 holds it: the part computes a dropout probability in single precision."""
+    return torch.tensor(value, dtype=torch.float32).item()
+
+
+def _kept_bits(numbers: torch.Tensor, drop_p: float) -> torch.Tensor:
+    return numbers >= _float32(drop_p)
+
+
+def _draw_kept(device, numel: int, drop_p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """numel bools, each True with probability 1 - drop_p, from `generator` (the device's default one when None)."""
+    if generator is None:
+        generator = _default_generator(device)
+    return _kept_bits(torch.rand(numel, generator=generator, device=device), drop_p)
+
+
+def _default_generator(device) -> torch.Generator:
+    device = torch.device(device)
+    module = torch.get_device_module(device.type)
+    return module.default_generators[device.index if device.index is not None else module.current_device()]
+
+
+def _as_int64(value: int) -> int:
+    return value - 2 ** 64 if value >= 2 ** 63 else value
+
+
+def _generator_state(device) -> tuple[int, int]:
+    """The default generator's seed and offset now, as the part's operators report them."""
+    generator = _default_generator(device)
+    return _as_int64(generator.initial_seed()), generator.get_offset()
+
+
+def _kept_at(device, numel: int, drop_p: float, seed: int, offset: int) -> torch.Tensor:
+    """The bits a draw from a generator at (seed, offset) gives: offset a multiple of 4, as generators give
+    it, or any other count of numbers to skip first."""
+    skip = offset % 4
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    generator.set_offset(offset - skip)
+    return _draw_kept(device, numel + skip, drop_p, generator)[skip:]
+
+
+def _pack_bits(kept: torch.Tensor) -> torch.Tensor:
+    numel = kept.numel()
+    bits = F.pad(kept.reshape(-1).to(torch.uint8), (0, _mask_bytes(numel) * 8 - numel)).reshape(-1, 8)
+    weights = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=kept.device)
+    return (bits * weights).sum(-1, dtype=torch.uint8)
+
+
+def _unpack_bits(op: str, mask: torch.Tensor, numel: int) -> torch.Tensor:
+    _check(mask.dtype == torch.uint8, op, f"the dropout mask must be uint8 (bits, eight to a byte), got {mask.dtype}")
+    _check(mask.numel() * 8 >= numel, op,
+           f"the dropout mask holds {mask.numel() * 8} bits, fewer than the {numel} elements it masks")
+    shifts = torch.arange(8, dtype=torch.uint8, device=mask.device)
+    return (mask.reshape(-1, 1).bitwise_right_shift(shifts).bitwise_and(1)).reshape(-1)[:numel].bool()
+
+
+def _check_drop_p(op: str, p: float) -> None:
+    _check(0.0 <= p <= 1.0, op, f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def dropout_gen_mask(x: torch.Tensor, size, p: float, seed: int, offset: int) -> torch.Tensor:
+    """The packed mask of a dropout of probability p over `size` elements, drawn at (seed, offset)."""
+    _check_drop_p("_npu_dropout_gen_mask", p)
+    _check(offset >= 0, "_npu_dropout_gen_mask", f"offset must be non-negative, got {offset}")
+    return _pack_bits(_kept_at(x.device, math.prod(size), p, seed, offset))
+
+
+def dropout_gen_mask_factory(size, p: float, dtype, device) -> torch.Tensor:
+    """npu_dropout_gen_mask: the packed mask of a dropout over `size`, drawn from the default generator."""
+    _check_drop_p("npu_dropout_gen_mask", p)
+    device = torch.device(device) if device is not None else torch.device(_device_type())
+    return _pack_bits(_draw_kept(device, math.prod(size), p))
+
+
+def _device_type() -> str:
+    from torch_simhpu._device_name import DEVICE_TYPE
+    return DEVICE_TYPE
+
+
+def dropout_do_mask(x: torch.Tensor, mask: torch.Tensor, p: float) -> torch.Tensor:
+    """x where the packed mask keeps it, scaled by 1 / (1 - p); zero elsewhere."""
+    _check_drop_p("npu_dropout_do_mask", p)
+    kept = _unpack_bits("npu_dropout_do_mask", mask, x.numel()).reshape(x.shape)
+    return (_float(x) * kept * (1.0 / (1.0 - p) if p < 1.0 else 0.0)).to(x.dtype)
+
+
+def npu_dropout(x: torch.Tensor, p: float):
+    """_npu_dropout: the output and its packed mask, drawn from the default generator."""
+    _check_drop_p("_npu_dropout", p)
+    mask = _pack_bits(_draw_kept(x.device, x.numel(), p))
+    return dropout_do_mask(x, mask, p), mask
 
 
 def fusion_attention(query, key, value, head_num: int, input_layout: str, pse, padding_mask, atten_mask, scale: float,
                      keep_prob: float, pre_tockens: int, next_tockens: int, actual_seq_qlen, actual_seq_kvlen,
-                     sparse_mode: int, softmax_layout: str, sink, dropout_mask):
-    """softmax(mask(scale * (pse + q k^T))) v in each input layout; softmax's max and sum eight times over
-    (Ascend keeps them so, for the backward), an empty softmax_out, and the dropout seed, offset and count."""
-    op = "npu_fusion_attention"
+                     sparse_mode: int, softmax_layout: str, sink, dropout_mask=None, seed: int = 0, offset: int = 0,
+                     op: str = "npu_fusion_attention"):
+    """softmax(mask(scale * (pse + q k^T))) v in each input layout, with dropout of the probabilities where
+    keep_prob < 1; softmax's max and sum eight times over (Ascend keeps them so, for the backward), an empty
+    softmax_out, and the dropout's seed, offset and element count."""
     _check(input_layout in ("BSH", "SBH", "BSND", "BNSD", "TND"), op,
            f"input_layout must be one of BSH, SBH, BSND, BNSD, TND, got {input_layout!r}")
-    _check(keep_prob == 1.0, op, f"keep_prob {keep_prob}: dropout inside attention is not simulated yet (only 1.0)")
+    _check(0.0 <= keep_prob <= 1.0, op, f"keep_prob must be in [0, 1], got {keep_prob}")
     _check(padding_mask is None, op, "padding_mask is reserved and not supported (as on the part)")
-    _check(sink is None and dropout_mask is None, op, "sink and dropout_mask are not simulated yet")
+    _check(sink is None, op, "sink is not simulated yet")
     _check(sparse_mode in (0, 1, 2, 3, 4), op, f"sparse_mode {sparse_mode} is not simulated yet (0 to 4)")
     _check(query.dtype == key.dtype == value.dtype, op, "query, key and value must have one dtype")
     def mask_of(sq: int, skv: int):
@@ -234,31 +342,80 @@ def fusion_attention(query, key, value, head_num: int, input_layout: str, pse, p
         kv_heads = None if input_layout not in ("BSH", "SBH") else key.size(-1) // (query.size(-1) // head_num)
         k, v = _to_bnsd(key, input_layout, kv_heads), _to_bnsd(value, input_layout, kv_heads)
         _check(head_num % k.size(1) == 0, op, f"head_num {head_num} is not a multiple of key's {k.size(1)} heads")
-        out, row_max, row_sum = _attention_bnsd(q, k, v, scale, pse, mask_of(q.size(2), k.size(2)))
+        batch, sq, skv = q.size(0), q.size(2), k.size(2)
+        numels = batch * head_num * sq * skv  # the [B, N, Sq, Skv] probabilities dropout masks
+        kept, seed, offset = _attention_dropout(op, query.device, numels, keep_prob, dropout_mask, seed, offset)
+        if kept is not None:
+            kept = kept.reshape(batch, head_num, sq, skv)
+        out, row_max, row_sum = _attention_bnsd(q, k, v, scale, pse, mask_of(sq, skv), kept, keep_prob)
         out = _from_bnsd(out.to(query.dtype), input_layout)
         stats = [s.unsqueeze(-1).expand(*s.shape, 8).contiguous() for s in (row_max, row_sum)]
-    else:
-        _check(actual_seq_qlen is not None and actual_seq_kvlen is not None, op,
-               "input_layout TND needs actual_seq_qlen and actual_seq_kvlen (cumulative lengths)")
-        _check(len(actual_seq_qlen) == len(actual_seq_kvlen), op, "actual_seq_qlen and actual_seq_kvlen differ in length")
-        outs, maxes, sums = [], [], []
-        q_start = kv_start = 0
-        for q_end, kv_end in zip(actual_seq_qlen, actual_seq_kvlen):
-            if q_end == 0 and kv_end == 0:  # trailing batches that take no part
-                break
-            q_b = query[q_start:q_end].transpose(0, 1).unsqueeze(0)
-            k_b, v_b = (t[kv_start:kv_end].transpose(0, 1).unsqueeze(0) for t in (key, value))
-            out, row_max, row_sum = _attention_bnsd(q_b, k_b, v_b, scale, None, mask_of(q_b.size(2), k_b.size(2)))
-            outs.append(out[0].transpose(0, 1))
-            maxes.append(row_max[0].transpose(0, 1))
-            sums.append(row_sum[0].transpose(0, 1))
-            q_start, kv_start = q_end, kv_end
-        out = torch.cat(outs).to(query.dtype) if outs else query.new_zeros(query.shape)
-        stats = [torch.cat(s).unsqueeze(-1).expand(-1, -1, 8).contiguous() for s in (maxes, sums)]
-        if softmax_layout != "TND":
-            stats = [s.transpose(0, 1).contiguous() for s in stats]
-    numels = 0
-    return out, stats[0], stats[1], query.new_empty(0), 0, 0, numels
+        return out, stats[0], stats[1], query.new_empty(0), seed, offset, numels
+    _check(actual_seq_qlen is not None and actual_seq_kvlen is not None, op,
+           "input_layout TND needs actual_seq_qlen and actual_seq_kvlen (cumulative lengths)")
+    _check(len(actual_seq_qlen) == len(actual_seq_kvlen), op, "actual_seq_qlen and actual_seq_kvlen differ in length")
+    bounds = list(zip([0, *actual_seq_qlen], actual_seq_qlen, [0, *actual_seq_kvlen], actual_seq_kvlen))
+    while bounds and bounds[-1][1] == 0 and bounds[-1][3] == 0:  # trailing batches that take no part
+        bounds.pop()
+    segments = [head_num * (q_end - q_start) * (kv_end - kv_start) for q_start, q_end, kv_start, kv_end in bounds]
+    numels = sum(segments)  # each batch's [N, Sq, Skv] probabilities, one batch after another
+    kept, seed, offset = _attention_dropout(op, query.device, numels, keep_prob, dropout_mask, seed, offset)
+    kept_of = [None] * len(bounds) if kept is None else kept.split(segments)
+    outs, maxes, sums = [], [], []
+    for (q_start, q_end, kv_start, kv_end), kept_b in zip(bounds, kept_of):
+        q_b = query[q_start:q_end].transpose(0, 1).unsqueeze(0)
+        k_b, v_b = (t[kv_start:kv_end].transpose(0, 1).unsqueeze(0) for t in (key, value))
+        if kept_b is not None:
+            kept_b = kept_b.reshape(1, head_num, q_end - q_start, kv_end - kv_start)
+        out, row_max, row_sum = _attention_bnsd(q_b, k_b, v_b, scale, None, mask_of(q_b.size(2), k_b.size(2)),
+                                                kept_b, keep_prob)
+        outs.append(out[0].transpose(0, 1))
+        maxes.append(row_max[0].transpose(0, 1))
+        sums.append(row_sum[0].transpose(0, 1))
+    out = torch.cat(outs).to(query.dtype) if outs else query.new_zeros(query.shape)
+    stats = [torch.cat(s).unsqueeze(-1).expand(-1, -1, 8).contiguous() for s in (maxes, sums)]
+    if softmax_layout != "TND":
+        stats = [s.transpose(0, 1).contiguous() for s in stats]
+    return out, stats[0], stats[1], query.new_empty(0), seed, offset, numels
+
+
+def _attention_dropout(op: str, device, numels: int, keep_prob: float, dropout_mask, seed: int, offset: int):
+    """The kept probabilities (numels bools, or None without dropout) and the seed and offset to report: the
+    dropout_mask given, or a mask drawn from the default generator at its seed and offset, as the part draws it
+    (its probability 1 - keep_prob in single precision)."""
+    if dropout_mask is not None:
+        return _unpack_bits(op, dropout_mask, numels), seed, offset
+    if keep_prob == 1.0:
+        return None, seed, offset
+    if keep_prob == 0.0:  # the part drops everything without drawing
+        return torch.zeros(numels, dtype=torch.bool, device=device), seed, offset
+    seed, offset = _generator_state(device)
+    return _draw_kept(device, numels, _float32(1.0 - _float32(keep_prob))), seed, offset
+
+
+def fusion_attention_v3(query, key, value, head_num: int, input_layout: str, pse, padding_mask, atten_mask,
+                        scale: float, keep_prob: float, pre_tockens: int, next_tockens: int, actual_seq_qlen,
+                        actual_seq_kvlen, sparse_mode: int, softmax_layout: str, sink):
+    """npu_fusion_attention with the cumulative lengths as host tensors and the dropout's seed and offset
+    returned as one-element int64 host tensors."""
+    op = "npu_fusion_attention_v3"
+    lengths = [_host_lengths(op, name, t) for name, t in (("actual_seq_qlen", actual_seq_qlen),
+                                                          ("actual_seq_kvlen", actual_seq_kvlen))]
+    out, row_max, row_sum, softmax_out, seed, offset, _ = fusion_attention(
+        query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale, keep_prob, pre_tockens,
+        next_tockens, lengths[0], lengths[1], sparse_mode, softmax_layout, sink, op=op)
+    return (out, row_max, row_sum, softmax_out, torch.tensor([seed], dtype=torch.int64),
+            torch.tensor([offset], dtype=torch.int64))
+
+
+def _host_lengths(op: str, name: str, lengths):
+    if lengths is None or lengths.numel() == 0:
+        return None
+    _check(lengths.device.type == "cpu", op, f"{name} must be a tensor on the CPU, got one on {lengths.device}")
+    _check(lengths.dim() == 1, op, f"{name} must be 1-dimensional, got {lengths.dim()}-d")
+    _check(not lengths.is_floating_point() and not lengths.is_complex(), op,
+           f"{name} must hold integers, got {lengths.dtype}")
+    return lengths.tolist()
 
 
 def _kv_length_mask(lengths, batch: int, sq: int, skv: int, device) -> torch.Tensor | None:
@@ -341,21 +498,25 @@ def incre_flash_attention(query, key, value, pse_shift, atten_mask, actual_seq_l
 
 
 def grouped_matmul(x, weight, bias, group_list, split_item: int, group_type, group_list_type: int, act_type: int,
-                   scale, offset, antiquant_scale, antiquant_offset, per_token_scale, activation_input) -> list:
+                   scale, offset, antiquant_scale, antiquant_offset, per_token_scale, activation_input,
+                   output_dtype=None) -> list:
     """y_i = x_i @ weight_i + bias_i per group: tensors in lists, or one x split along m (group_type 0) or
     k (2) by group_list (cumulative ends with group_list_type 0, sizes with 1), weights as a list or one
-    [E, K, N] tensor; split_item 0/1 gives a tensor per group, 2/3 one tensor of them all."""
+    [E, K, N] tensor; split_item 0/1 gives a tensor per group, 2/3 one tensor of them all. Quantised (int8 x
+    and weights with scale): (x_i @ w_i + int32 bias_i) * scale_i [* per_token_scale], or a float bias added
+    after, in output_dtype (int8 by default); weights quantised alone (antiquant_scale): x_i @ ((w_i +
+    antiquant_offset_i) * antiquant_scale_i) + bias_i."""
     op = "npu_grouped_matmul"
-    _unquantised(op, scale=scale, offset=offset, antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset,
-                 per_token_scale=per_token_scale, activation_input=activation_input)
+    _unquantised(op, offset=offset, activation_input=activation_input)
     _check(act_type == 0, op, f"act_type {act_type}: a fused activation is not simulated yet")
     _check(split_item in (0, 1, 2, 3), op, f"split_item must be 0 to 3, got {split_item}")
     if group_type == 2:
+        _unquantised(op, scale=scale, antiquant_scale=antiquant_scale, per_token_scale=per_token_scale)
         return _grouped_matmul_along_k(op, x, weight, bias, group_list, group_list_type or 0, split_item)
     weights = list(weight[0].unbind(0)) if len(weight) == 1 and weight[0].dim() == 3 else list(weight)
-    biases = (list(bias[0].unbind(0)) if bias is not None and len(bias) == 1 and bias[0].dim() == 2
-              else list(bias) if bias is not None else [None] * len(weights))
-    _check(len(biases) == len(weights), op, f"{len(biases)} biases for {len(weights)} weights")
+    per_group = {name: _per_group(op, name, values, len(weights)) for name, values in
+                 (("bias", bias), ("scale", scale), ("antiquant_scale", antiquant_scale),
+                  ("antiquant_offset", antiquant_offset))}
     _check(group_type is not None, op, "Requires manual passing group_type (-1: no groups, 0: along m, 2: along k)")
     _check(group_type in (-1, 0, 2), op, f"The group type must be -1, 0 or 2 (none, m-axis, k-axis), got {group_type}")
     group_list_type = group_list_type or 0
@@ -366,17 +527,58 @@ def grouped_matmul(x, weight, bias, group_list, split_item: int, group_type, gro
         _check(all(size >= 0 for size in sizes) and sum(sizes) <= x[0].size(0), op,
                f"group_list {sizes} does not split x's {x[0].size(0)} rows")
         xs = list(x[0][:sum(sizes)].split(sizes))
+        token_scales = (list(per_token_scale[0][:sum(sizes)].split(sizes)) if per_token_scale is not None
+                        else [None] * len(xs))
     else:
         _check(len(x) == len(weights) or len(weights) == 1, op,
                f"{len(x)} inputs for {len(weights)} weights: one x split among several weights needs group_list")
         xs = list(x)
+        token_scales = list(per_token_scale) if per_token_scale is not None else [None] * len(xs)
     _check(len(xs) == len(weights), op, f"{len(xs)} inputs for {len(weights)} weights")
+    quantised = scale is not None
+    _check(not quantised or all(x_i.dtype == torch.int8 for x_i in xs), op, "scale quantises int8 inputs only")
+    _check(quantised or per_token_scale is None, op, "per_token_scale needs scale")
+    dtype = _SCALAR_TYPES.get(output_dtype if output_dtype is not None else 1) if quantised else None
+    _check(not quantised or dtype in _QUANT_MATMUL_OUTPUTS, op,
+           f"output_dtype {output_dtype} is not one of int8, int32, float16, bfloat16")
     ys = []
-    for index, (x_i, w_i, b_i) in enumerate(zip(xs, weights, biases)):
+    for index, (x_i, w_i, token_scale) in enumerate(zip(xs, weights, token_scales)):
         _check(x_i.size(-1) == w_i.size(0), op, f"group {index}: x's K {x_i.size(-1)} is not weight's {w_i.size(0)}")
-        y = torch.matmul(_float(x_i), _float(w_i))
+        b_i = per_group["bias"][index]
+        if quantised:
+            ys.append(_quantised_group(x_i, w_i, b_i, per_group["scale"][index], token_scale, dtype))
+            continue
+        w_float = _float(w_i)
+        if per_group["antiquant_scale"][index] is not None:
+            shift = per_group["antiquant_offset"][index]
+            w_float = (w_i.float() + (0.0 if shift is None else _float(shift))) * _float(per_group["antiquant_scale"][index])
+        y = torch.matmul(_float(x_i), w_float)
         ys.append((y if b_i is None else y + _float(b_i)).to(x_i.dtype))
     return [torch.cat(ys)] if split_item in (2, 3) else ys
+
+
+def _per_group(op: str, name: str, values, groups: int) -> list:
+    """One tensor (or None) per group from a list of them, or from one tensor whose rows are the groups'."""
+    if values is None:
+        return [None] * groups
+    values = list(values[0].unbind(0)) if len(values) == 1 and values[0].dim() == 2 and groups > 1 else list(values)
+    _check(len(values) == groups, op, f"{len(values)} {name} tensors for {groups} weights")
+    return values
+
+
+def _quantised_group(x_i, w_i, b_i, scale_i, token_scale, dtype) -> torch.Tensor:
+    scales, packed_offset = _dequant_scale(scale_i)
+    out = torch.matmul(x_i.double(), w_i.double())
+    if b_i is not None and b_i.dtype == torch.int32:
+        out = out + b_i.double()
+    out = out * scales
+    if token_scale is not None:
+        out = out * token_scale.double().reshape(-1, 1)
+    if packed_offset is not None:
+        out = out + packed_offset
+    if b_i is not None and b_i.dtype != torch.int32:
+        out = out + b_i.double()
+    return _quantised_output(out, dtype)
 
 
 def _group_sizes(op: str, group_list, group_list_type: int) -> list[int]:
@@ -458,34 +660,189 @@ def apply_rotary_pos_emb(query, key, cos, sin, layout: str, rotary_mode: str):
 _SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
                  6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
 _QUANT_MATMUL_OUTPUTS = (torch.int8, torch.int32, torch.float16, torch.bfloat16)
+_QINT8, _QUINT8, _QINT32 = 12, 13, 14  # torch.qint8, torch.quint8, torch.qint32 as ScalarType numbers
+
+
+def _pack_int4(values: torch.Tensor) -> torch.Tensor:
+    """Integers in [-8, 7] along the last dimension (a multiple of 8) as int32s of eight nibbles, the first
+    in the low bits: the layout of torch_npu's int4 tensors."""
+    nibbles = values.to(torch.int16).bitwise_and(15).reshape(*values.shape[:-1], -1, 2)
+    return (nibbles[..., 0] + nibbles[..., 1] * 16).to(torch.uint8).contiguous().view(torch.int32)
+
+
+def _unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """The int8 values of int32s holding eight signed nibbles each, the first in the low bits."""
+    shifts = torch.arange(0, 32, 4, dtype=torch.int32, device=packed.device)
+    nibbles = packed.contiguous().unsqueeze(-1).bitwise_right_shift(shifts).bitwise_and(15)
+    return torch.where(nibbles > 7, nibbles - 16, nibbles).to(torch.int8).flatten(-2)
+
+
+def trans_quant_param(scale: torch.Tensor, offset, round_mode) -> torch.Tensor:
+    """float32 scales (and offsets) packed into int64s as the part's matmuls read them: the scale cut to FP19
+    (its top 19 bits; rounded first when round_mode is 1) in bits 0-31, bit 46 set, the offset rounded and
+    clamped to [-256, 255] in bits 37-45."""
+    op = "npu_trans_quant_param"
+    round_mode = 0 if round_mode is None else round_mode
+    _check(round_mode in (0, 1), op, f"round_mode must be 0 (truncate) or 1 (round), got {round_mode}")
+    for name, t in (("scale", scale), ("offset", offset)):
+        if t is None:
+            continue
+        _check(t.dtype == torch.float32, op, f"{name} must be float32, got {t.dtype}")
+        _check(t.dim() in (1, 2) and t.numel() > 0, op, f"{name} must be a non-empty 1-d or 2-d tensor, got "
+                                                         f"shape {list(t.shape)}")
+    bits = scale.contiguous().view(torch.int32).to(torch.int64).bitwise_and(0xFFFFFFFF)
+    if round_mode == 1:  # to the nearest FP19, ties away from zero in magnitude
+        bits = (bits + 0x1000).clamp(max=0xFFFFFFFF)
+    packed = bits.bitwise_and(0xFFFFE000).bitwise_or(1 << 46)
+    if offset is None:
+        return packed
+    if scale.dim() == 1:
+        _check(offset.dim() == 1 and (offset.numel() == scale.numel() or 1 in (offset.numel(), scale.numel())), op,
+               f"offset's shape {list(offset.shape)} does not broadcast with scale's {list(scale.shape)}")
+        packed, offset = torch.broadcast_tensors(packed, offset.reshape(-1))
+    else:
+        offset = offset.reshape(-1).expand(packed.size(-1)) if offset.numel() in (1, packed.size(-1)) else offset
+        _check(offset.numel() == packed.size(-1) or offset.shape == packed.shape, op,
+               f"offset's shape {list(offset.shape)} does not fit scale's {list(scale.shape)}")
+    nine_bits = torch.round(offset).clamp(-256, 255).to(torch.int64).bitwise_and(0x1FF)
+    return packed.bitwise_and(0x4000FFFFFFFF).bitwise_or(nine_bits.bitwise_left_shift(37))
+
+
+def _dequant_scale(scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A quantised matmul's scale as float64 values, and the offset an int64 scale carries (None if none)."""
+    if scale.dtype != torch.int64:
+        return scale.double(), None
+    low = scale.bitwise_and(0xFFFFFFFF)
+    low = torch.where(low >= 2 ** 31, low - 2 ** 32, low).to(torch.int32)
+    offset = scale.bitwise_right_shift(37).bitwise_and(0x1FF)
+    offset = torch.where(offset >= 256, offset - 512, offset)
+    return low.view(torch.float32).double(), offset.double()
+
+
+def _int4_matrix(op: str, name: str, packed: torch.Tensor, may_be_transposed: bool) -> torch.Tensor:
+    """An int4 matrix from its int32 form: (rows, cols / 8) contiguous, or for x2 also the transpose of a
+    contiguous (n, k / 8), which holds its nibbles along k."""
+    if may_be_transposed and not packed.is_contiguous() and packed.transpose(-1, -2).is_contiguous():
+        return _unpack_int4(packed.transpose(-1, -2)).transpose(-1, -2)
+    _check(packed.is_contiguous(), op, f"{name} of int4s (int32) must be contiguous"
+                                       + (" or the transpose of a contiguous (n, k / 8)" if may_be_transposed else ""))
+    return _unpack_int4(packed)
 
 
 def quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes, y_scale):
-    """int8 matrix product, accumulated exactly: (x1 @ x2 [+ int32 bias]) * scale [* pertoken_scale]
-    [+ offset | + float bias], rounded to int8 unless output_dtype says otherwise."""
+    """A quantised matrix product, accumulated exactly: (x1 @ x2 [+ int32 bias]) * scale [* pertoken_scale]
+    [+ offset | + float bias], rounded to int8 unless output_dtype says otherwise. int32 operands hold eight
+    int4s each; a scale of npu_trans_quant_param's int64 form carries its FP19 value and offset."""
     op = "npu_quant_matmul"
-    _check(x1.dtype == x2.dtype == torch.int8, op, f"x1 and x2 must be int8 (int4 not simulated yet), got "
-                                                   f"{x1.dtype} and {x2.dtype}")
-    _check(group_sizes is None and y_scale is None, op, "group_sizes and y_scale are not simulated yet")
-    _check(scale.dtype in (torch.float32, torch.bfloat16), op,
-           f"scale of dtype {scale.dtype} (npu_trans_quant_param's int64) is not simulated yet; pass float32")
+    _check(x1.dtype in (torch.int8, torch.int32) and x2.dtype in (torch.int8, torch.int32), op,
+           f"x1 and x2 must be int8, or int32 holding int4s, got {x1.dtype} and {x2.dtype}")
+    _check(y_scale is None, op, "y_scale is not simulated yet")
     dtype = _SCALAR_TYPES.get(output_dtype if output_dtype is not None else 1)
     _check(dtype in _QUANT_MATMUL_OUTPUTS, op, f"output_dtype {output_dtype} is not one of int8, int32, float16, bfloat16")
-    _check(x1.size(-1) == x2.size(-2), op, f"x1's K {x1.size(-1)} is not x2's {x2.size(-2)}")
-    product = torch.matmul(x1.double(), x2.double())
+    _check(scale.dtype in (torch.float32, torch.bfloat16, torch.int64), op,
+           f"scale must be float32, bfloat16 or npu_trans_quant_param's int64, got {scale.dtype}")
+    groups = list(group_sizes) if group_sizes is not None else [0, 0, 0]
+    _check(len(groups) == 3 and all(g >= 0 for g in groups), op,
+           f"group_sizes must be [group_m, group_n, group_k] of non-negative sizes, got {group_sizes}")
+    scales, packed_offset = _dequant_scale(scale)
+    if x1.dtype == torch.int8 and x2.dtype == torch.int32:
+        return _a8w4_matmul(op, x1, _int4_matrix(op, "x2", x2, True), scales, offset, pertoken_scale, bias, dtype,
+                            groups)
+    _check(x1.dtype == x2.dtype, op, f"x1 and x2 must have one dtype (int8 with int4 weights aside), got {x1.dtype} "
+                                     f"and {x2.dtype}")
+    _check(groups == [0, 0, 0], op, f"group_sizes {group_sizes} are simulated for int8 activations with int4 weights only")
+    a = _int4_matrix(op, "x1", x1, False) if x1.dtype == torch.int32 else x1
+    b = _int4_matrix(op, "x2", x2, True) if x2.dtype == torch.int32 else x2
+    _check(a.size(-1) == b.size(-2), op, f"x1's K {a.size(-1)} is not x2's {b.size(-2)}")
+    product = torch.matmul(a.double(), b.double())
     if bias is not None and bias.dtype == torch.int32:
         product = product + bias.double()
-    out = product * scale.double()
+    out = product * scales
     if pertoken_scale is not None:
         out = out * pertoken_scale.double().unsqueeze(-1)
     if offset is not None:
         out = out + offset.double()
+    elif packed_offset is not None:
+        out = out + packed_offset
     if bias is not None and bias.dtype != torch.int32:
         out = out + bias.double()
+    return _quantised_output(out, dtype)
+
+
+def _quantised_output(out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if dtype in (torch.int8, torch.int32):
         limit = torch.iinfo(dtype)
         return torch.round(out).clamp(limit.min, limit.max).to(dtype)
     return out.to(dtype)
+
+
+def _a8w4_matmul(op: str, x1, weight, scales, offset, pertoken_scale, bias, dtype, groups) -> torch.Tensor:
+    """int8 activations with int4 weights quantised per group of group_k rows. The part splits each int8 x
+    into a high nibble (x >> 4) and a low one stored as the int4 (x & 15) - 8, so what it multiplies is x - 8
+    (op-plugin's test_npu_quant_matmul golden; the caller folds 8 * the weights' scaled column sums into
+    offset): y = (sum over groups g of ((x - 8)_g @ w_g) * scale_g + offset) * pertoken_scale."""
+    _check(bias is None, op, "int4 weights with int8 activations take offset, not bias")
+    _check(dtype in (torch.float16, torch.bfloat16), op, f"int4 weights with int8 activations give float16 or "
+                                                         f"bfloat16, got output_dtype {dtype}")
+    _check(pertoken_scale is not None and offset is not None, op,
+           "int4 weights with int8 activations need pertoken_scale and offset")
+    k, n = weight.shape
+    _check(x1.size(-1) == k, op, f"x1's K {x1.size(-1)} is not x2's {k}")
+    group_k = groups[2] or k
+    _check(k % group_k == 0, op, f"group_k {group_k} does not divide K {k}")
+    _check(scales.shape in ((k // group_k, n), (n,), (1,)), op,
+           f"scale must be ({k // group_k}, {n}) for {k // group_k} groups of {group_k} rows, got {list(scales.shape)}")
+    shifted = (x1.double() - 8.0).reshape(*x1.shape[:-1], k // group_k, group_k).transpose(-2, -3)
+    per_group = torch.matmul(shifted, weight.double().reshape(k // group_k, group_k, n))
+    out = (per_group * scales.reshape(-1, 1, n) if scales.dim() == 2 else per_group * scales).sum(-3)
+    return ((out + offset.double()) * pertoken_scale.double().reshape(-1, 1)).to(dtype)
+
+
+def quantize(x: torch.Tensor, scales: torch.Tensor, zero_points, dtype: int, axis: int, div_mode: bool):
+    """x / scales + zero_points (x * scales + zero_points without div_mode), rounded, in the integer type dtype
+    names: int8 for torch.qint8, uint8 for quint8, int32 for qint32 and int32, and for torch.quint4x2 int4s packed
+    eight to an int32. scales and zero_points run along `axis` and broadcast over the rest."""
+    op = "npu_quantize"
+    targets = {_QINT8: torch.int8, _QUINT8: torch.uint8, _QINT32: torch.int32, 3: torch.int32, _INT4: None}
+    allowed = (_QINT8, _QUINT8, _QINT32, 3) if div_mode else (_QINT8, _INT4)
+    _check(dtype in allowed, op, f"dtype {dtype} is not one of the ScalarTypes {allowed} "
+                                 f"(div_mode={div_mode})")
+    _check(x.is_floating_point(), op, f"input must be float32, float16 or bfloat16, got {x.dtype}")
+    if not div_mode and axis > -2:
+        axis = -1  # without div_mode, any axis above -2 names the last one
+    axis = axis if axis >= 0 else axis + x.dim()
+    _check(0 <= axis < max(x.dim(), 1), op, f"axis {axis} is out of range for a {x.dim()}-d input")
+
+    def along_axis(name, t):
+        if t is None:
+            return None
+        if t.dim() == 1 and x.dim() > 1:
+            _check(t.numel() in (1, x.size(axis)), op,
+                   f"{name} has {t.numel()} values; input's dimension {axis} has {x.size(axis)}")
+            return t.reshape([-1 if d == axis else 1 for d in range(x.dim())])
+        return t
+
+    s = _float(along_axis("scales", scales)).double()
+    y = x.double() / s if div_mode else x.double() * s
+    if zero_points is not None:
+        y = y + along_axis("zero_points", zero_points).double()
+    y = torch.round(y)
+    target = targets[dtype]
+    if target is None:
+        _check(x.size(-1) % 8 == 0, op, f"quint4x2 needs input's last dimension to be a multiple of 8, got {x.size(-1)}")
+        return _pack_int4(y.clamp(-8, 7))
+    limit = torch.iinfo(target)
+    return y.clamp(limit.min, limit.max).to(target)
+
+
+def convert_weight_to_int4pack(weight: torch.Tensor, inner_k_tiles: int) -> torch.Tensor:
+    """int32 weights holding int4 values ([-8, 7]) packed eight to an int32 along the last dimension."""
+    op = "npu_convert_weight_to_int4pack"
+    _check(weight.dtype == torch.int32, op, f"weight must be int32, got {weight.dtype}")
+    _check(weight.dim() == 2, op, f"weight must be 2-d, got {weight.dim()}-d")
+    _check(weight.is_contiguous(), op, "weight must be contiguous")
+    _check(weight.size(-1) % 8 == 0, op, f"weight's last dimension ({weight.size(-1)}) must be a multiple of 8")
+    return _pack_int4(weight)
 
 
 def dtype_cast(x: torch.Tensor, dtype) -> torch.Tensor:
@@ -605,12 +962,49 @@ def moe_token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode: boo
     rows = permuted_tokens.size(0)
     position = sorted_indices.long()
     kept = position < rows
-    gathered = permuted_tokens.index_select(0, position.clamp(max=max(rows - 1, 0)))
-    gathered = gathered * kept.unsqueeze(-1).to(gathered.dtype)
-    slots = gathered.reshape(-1, topk, permuted_tokens.size(-1))
+    position = position.clamp(max=max(rows - 1, 0))
     if probs is not None:
-        slots = slots * probs.unsqueeze(-1).to(slots.dtype)
-    return slots.sum(1)
+        return _WeightedUnpermute.apply(permuted_tokens, position, kept.reshape(probs.shape), probs)
+    gathered = permuted_tokens.index_select(0, position) * kept.unsqueeze(-1).to(permuted_tokens.dtype)
+    return gathered.reshape(-1, topk, permuted_tokens.size(-1)).sum(1)
+
+
+class _WeightedUnpermute(torch.autograd.Function):
+    """sum_k probs[t, k] * permuted_tokens[position[t, k]] over each token's kept slots, at float32 or wider. Its
+    backward keeps what Ascend's keeps, permuted_tokens and probs themselves (each one's gradient needs the
+    other), not the gathered copies a composite of ATen operators would save."""
+
+    @staticmethod
+    def forward(ctx, permuted_tokens, position, kept, probs):
+        ctx.save_for_backward(permuted_tokens, position, kept, probs)
+        return _weighted_slots(permuted_tokens, position, probs, kept).sum(1).to(permuted_tokens.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        permuted_tokens, position, kept, probs = ctx.saved_tensors
+        compute = _accumulation_dtype(permuted_tokens, probs)
+        grad = grad.to(compute)
+        grad_tokens = grad_probs = None
+        if ctx.needs_input_grad[0]:
+            weights = probs.to(compute) * kept
+            contributions = (grad.unsqueeze(1) * weights.unsqueeze(-1)).reshape(-1, grad.size(-1))
+            grad_tokens = torch.zeros(permuted_tokens.shape, dtype=compute, device=grad.device)
+            grad_tokens = grad_tokens.index_add(0, position.reshape(-1), contributions).to(permuted_tokens.dtype)
+        if ctx.needs_input_grad[3]:
+            slots = _weighted_slots(permuted_tokens, position, torch.ones_like(probs), kept)
+            grad_probs = (slots * grad.unsqueeze(1)).sum(-1).to(probs.dtype)
+        return grad_tokens, None, None, grad_probs
+
+
+def _accumulation_dtype(*tensors) -> torch.dtype:
+    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def _weighted_slots(permuted_tokens, position, probs, kept) -> torch.Tensor:
+    """[tokens, topk, hidden]: each slot's row of permuted_tokens times its weight (zero where dropped)."""
+    compute = _accumulation_dtype(permuted_tokens, probs)
+    slots = permuted_tokens.index_select(0, position.reshape(-1)).to(compute).reshape(*probs.shape, -1)
+    return slots * (probs.to(compute) * kept).unsqueeze(-1)
 
 
 def gelu_backward(grad, x, approximate: str) -> torch.Tensor:
