@@ -4,6 +4,9 @@
 #include "runtime/device.h"
 
 #include <ATen/core/List.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
 
 namespace simhpu {
 namespace {
@@ -83,6 +86,31 @@ c10::Device call_device(const ReferenceOp& ref, torch::jit::Stack* stack, size_t
     }
   }
   return *device;
+}
+
+bool ran_where_self_is(const c10::OperatorHandle& op, const ReferenceOp& ref, torch::jit::Stack* stack, size_t first) {
+  if (ref.num_args() == 0 || ref.args[0] != ReferenceOp::Arg::Tensor) return false;
+  const c10::IValue& self = (*stack)[first];
+  if (!self.isTensor() || !self.toTensor().defined() || !self.toTensor().is_cpu()) return false;
+  std::optional<size_t> indices;
+  for (size_t i = 0; i < ref.num_args(); ++i) {
+    const c10::IValue& arg = (*stack)[first + i];
+    const bool on_device = arg.isTensor() ? arg.toTensor().is_privateuseone()
+        : arg.isList() && std::any_of(arg.toListRef().begin(), arg.toListRef().end(), [](const c10::IValue& e) {
+            return e.isTensor() && e.toTensor().is_privateuseone();
+          });
+    if (!on_device) continue;
+    if (ref.args[i] != ReferenceOp::Arg::OptionalTensorList || indices) return false;
+    indices = i;
+  }
+  if (!indices) return false;
+  c10::List<std::optional<at::Tensor>> on_host;
+  for (const c10::IValue& e : (*stack)[first + *indices].toListRef()) {
+    on_host.push_back(e.isTensor() ? std::optional<at::Tensor>(e.toTensor().cpu()) : std::nullopt);
+  }
+  (*stack)[first + *indices] = std::move(on_host);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  return true;
 }
 
 } // namespace simhpu

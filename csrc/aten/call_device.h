@@ -13,4 +13,10 @@ namespace simhpu {
 // "Expected all tensors to be on the same device", naming the argument and the op.
 c10::Device call_device(const ReferenceOp& ref, torch::jit::Stack* stack, size_t first);
 
+// Advanced indexing follows `self`: a call whose self is a CPU tensor and whose
+// only simhpu tensors are its indices (a Tensor?[]) runs on the CPU, the indices
+// read back first, as ATen's AdvancedIndex moves indices to self's device (CUDA
+// takes `cpu_tensor[cuda_index]`, so the part must). Returns whether it ran.
+bool ran_where_self_is(const c10::OperatorHandle& op, const ReferenceOp& ref, torch::jit::Stack* stack, size_t first);
+
 } // namespace simhpu

@@ -278,6 +278,7 @@ void run_on_reference_path(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const size_t first = stack->size() - ref.num_args();
   refuse_quantized_dtype(ref, c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args()));
   widen_int32_target(ref, *stack, first);
+  if (ran_where_self_is(op, ref, stack, first)) return;
   const c10::Device device = call_device(ref, stack, first);
   const c10::DeviceGuard guard(device);
   switch (ref.kind_of_call(c10::ArrayRef<c10::IValue>(*stack).slice(first, ref.num_args()))) {

@@ -4,6 +4,7 @@
 #include <ATen/core/jit_type.h>
 #include <c10/core/ScalarType.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -85,6 +86,55 @@ bool target_the_cpu_refuses(c10::ArrayRef<c10::IValue> args) {
   return dtype != c10::ScalarType::Long && dtype != c10::ScalarType::Byte;
 }
 
+// index_put(self, indices, values, ...): its meta kernel takes values of any shape, its CPU kernel
+// refuses values that do not broadcast to what the indices select (or indices that do not broadcast
+// together). Where integer indices say that shape without their values, such a call runs
+// synchronised, refused at once as on the CPU. A boolean mask selects as many as it holds trues:
+// alone it stays asynchronous; beside other indices (which it must broadcast with) the call runs
+// synchronised, as CUDA's does, which reads the mask's nonzero positions at the call.
+bool index_put_values_the_cpu_refuses(c10::ArrayRef<c10::IValue> args) {
+  if (args.size() < 3 || !args[0].isTensor() || !args[1].isList() || !args[2].isTensor()) return false;
+  const at::Tensor& self = args[0].toTensor();
+  std::vector<int64_t> broadcast;  // the indices' shapes broadcast together, from the last dimension
+  std::vector<int64_t> indexed_dims;
+  const auto indices = args[1].toListRef();
+  const auto defined = std::count_if(indices.begin(), indices.end(), [](const c10::IValue& i) {
+    return i.isTensor() && i.toTensor().defined();
+  });
+  for (size_t d = 0; d < indices.size(); ++d) {
+    if (!indices[d].isTensor() || !indices[d].toTensor().defined()) continue;
+    const at::Tensor& index = indices[d].toTensor();
+    if (index.scalar_type() == c10::ScalarType::Bool || index.scalar_type() == c10::ScalarType::Byte) return defined > 1;
+    indexed_dims.push_back(static_cast<int64_t>(d));
+    const at::IntArrayRef sizes = index.sizes();
+    if (sizes.size() > broadcast.size()) broadcast.insert(broadcast.begin(), sizes.size() - broadcast.size(), 1);
+    for (size_t i = 1; i <= sizes.size(); ++i) {
+      int64_t& b = broadcast[broadcast.size() - i];
+      const int64_t n = sizes[sizes.size() - i];
+      if (b != n && b != 1 && n != 1) return true;  // (indexing tensors that do not broadcast together)
+      if (b == 1) b = n;
+    }
+  }
+  if (indexed_dims.empty() || indexed_dims.back() >= self.dim()) return false;
+  const bool adjacent = indexed_dims.back() - indexed_dims.front() + 1 == static_cast<int64_t>(indexed_dims.size());
+  std::vector<int64_t> selected;
+  auto keep_dims = [&](int64_t from, int64_t to) {
+    for (int64_t d = from; d < to; ++d) {
+      if (std::find(indexed_dims.begin(), indexed_dims.end(), d) == indexed_dims.end()) selected.push_back(self.size(d));
+    }
+  };
+  if (adjacent) keep_dims(0, indexed_dims.front());
+  selected.insert(selected.end(), broadcast.begin(), broadcast.end());
+  keep_dims(adjacent ? indexed_dims.back() + 1 : 0, self.dim());
+  const at::IntArrayRef values = args[2].toTensor().sizes();
+  if (values.size() > selected.size()) return true;
+  for (size_t i = 1; i <= values.size(); ++i) {
+    const int64_t v = values[values.size() - i], s = selected[selected.size() - i];
+    if (v != 1 && v != s) return true;
+  }
+  return false;
+}
+
 using MetaDiffers = bool (*)(c10::ArrayRef<c10::IValue>);
 MetaDiffers meta_differs_for(const std::string& name) {
   // By operator name: every overload (the out= ones take the same leading arguments).
@@ -99,6 +149,7 @@ MetaDiffers meta_differs_for(const std::string& name) {
       {"aten::nll_loss2d_forward", &target_the_cpu_refuses<1>},
       {"aten::nll_loss_backward", &target_the_cpu_refuses<2>},
       {"aten::nll_loss2d_backward", &target_the_cpu_refuses<2>},
+      {"aten::_index_put_impl_", &index_put_values_the_cpu_refuses},
       {"aten::_embedding_bag", &always},
       {"aten::_embedding_bag_forward_only", &always},
       // A 1-D input: the CPU's result is 0-dim, the meta kernel's has one element.

@@ -269,6 +269,34 @@ def test_cpu_scalars_and_cpu_indices_are_accepted_as_on_cuda():
     assert x[torch.tensor([0, 5])].cpu().tolist() == [0.0, 5.0]
 
 
+def test_indices_on_the_device_follow_a_cpu_tensor_they_index_as_atens_advanced_indexing_does():
+    """AdvancedIndex moves indices to self's device: a CPU tensor written through device indices is
+    written on the CPU, its indices read back (op-plugin's index_put test asks this of the part)."""
+    x = torch.arange(6.0)
+    x.index_put_((torch.tensor([1, 4], device=DEV),), torch.tensor([10.0, 40.0]))
+    assert x.tolist() == [0.0, 10.0, 2.0, 3.0, 40.0, 5.0]
+    summed = torch.zeros(3).index_put((torch.tensor([0, 0, 2], device=DEV),), torch.ones(3), accumulate=True)
+    assert summed.device.type == "cpu" and summed.tolist() == [2.0, 0.0, 1.0]
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):  # values: not moved
+        torch.zeros(3).index_put_((torch.tensor([0], device=DEV),), torch.ones(1, device=DEV))
+
+
+def test_index_put_refuses_values_of_the_wrong_shape_at_the_call_as_the_cpu_does():
+    """Its meta kernel takes values of any shape: where the indices say what they select, a call the
+    CPU refuses runs synchronised, so the error comes at the call, not at a later synchronisation."""
+    x = torch.zeros(3, 3, device=DEV)
+    rows, cols = torch.tensor([0, 2]), torch.tensor([1, 0])
+    with pytest.raises(RuntimeError, match=r"value tensor of shape \[2, 1, 1, 1\] cannot be broadcast"):
+        x.index_put_((rows, cols), torch.ones(2, 1, 1, 1, device=DEV))
+    with pytest.raises(IndexError, match="indexing tensors could not be broadcast together"):
+        x.index_put_((rows, torch.tensor([1, 0, 2])), torch.ones(1, device=DEV))
+    with pytest.raises(IndexError, match="indexing tensors could not be broadcast together"):  # (a mask: 2 trues)
+        x.index_put_((torch.tensor([True, False, True]), torch.tensor([0, 1, 2])), torch.ones(1, device=DEV))
+    x.index_put_((rows, cols), torch.tensor([5.0, 10.0], device=DEV))
+    x[:, torch.tensor([2])] = torch.ones(3, 1, device=DEV)  # (the indexed block in the middle: values [3, 1])
+    assert x.cpu().tolist() == [[0.0, 5.0, 1.0], [0.0, 0.0, 1.0], [10.0, 0.0, 1.0]]
+
+
 # ---- 8. Module.to keeps parameters (and tied weights) ---------------------------------
 
 def test_module_to_keeps_parameter_objects_and_ties():

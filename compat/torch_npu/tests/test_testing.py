@@ -75,9 +75,17 @@ class Equal(TestCase):
     def test_nan_mismatch(self):
         self.assertEqual(torch.tensor([float("nan")]), torch.tensor([1.0]))
 
+    def test_tensors_differ(self):  # as op-plugin's dropout tests ask of two draws
+        self.assertNotEqual(torch.tensor([1.0, 2.0]).npu(), torch.tensor([1.0, 0.0]).npu())
+
+    def test_tensors_equal_are_not_unequal(self):
+        self.assertNotEqual(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-6]))
+
 
 @pytest.mark.parametrize("name,expected", [("test_precision", "passed"), ("test_off", "failed"),
-                                           ("test_containers", "passed"), ("test_nan_mismatch", "failed")])
+                                           ("test_containers", "passed"), ("test_nan_mismatch", "failed"),
+                                           ("test_tensors_differ", "passed"),
+                                           ("test_tensors_equal_are_not_unequal", "failed")])
 def test_assert_equal(name, expected):
     assert outcome(Equal, name)[0] == expected
 

@@ -970,41 +970,41 @@ def moe_token_unpermute(permuted_tokens, sorted_indices, probs, padded_mode: boo
 
 
 class _WeightedUnpermute(torch.autograd.Function):
-    """sum_k probs[t, k] * permuted_tokens[position[t, k]] over each token's kept slots, at float32 or wider. Its
-    backward keeps what Ascend's keeps, permuted_tokens and probs themselves (each one's gradient needs the
-    other), not the gathered copies a composite of ATen operators would save."""
+    """sum_k probs[t, k] * permuted_tokens[position[t, k]] over each token's kept slots, accumulated at float32 or
+    wider one slot at a time (a [tokens, hidden] temporary, not [tokens, topk, hidden]). Its backward keeps what
+    Ascend's keeps, permuted_tokens and probs themselves (each one's gradient needs the other), not the gathered
+    copies a composite of ATen operators would save."""
 
     @staticmethod
     def forward(ctx, permuted_tokens, position, kept, probs):
         ctx.save_for_backward(permuted_tokens, position, kept, probs)
-        return _weighted_slots(permuted_tokens, position, probs, kept).sum(1).to(permuted_tokens.dtype)
+        compute = _accumulation_dtype(permuted_tokens, probs)
+        weights, slots = probs.to(compute) * kept, position.reshape(probs.shape)
+        out = torch.zeros(probs.size(0), permuted_tokens.size(-1), dtype=compute, device=permuted_tokens.device)
+        for k in range(probs.size(1)):
+            out += permuted_tokens.index_select(0, slots[:, k]).to(compute) * weights[:, k:k + 1]
+        return out.to(permuted_tokens.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         permuted_tokens, position, kept, probs = ctx.saved_tensors
         compute = _accumulation_dtype(permuted_tokens, probs)
-        grad = grad.to(compute)
+        grad, weights, slots = grad.to(compute), probs.to(compute) * kept, position.reshape(probs.shape)
         grad_tokens = grad_probs = None
         if ctx.needs_input_grad[0]:
-            weights = probs.to(compute) * kept
-            contributions = (grad.unsqueeze(1) * weights.unsqueeze(-1)).reshape(-1, grad.size(-1))
-            grad_tokens = torch.zeros(permuted_tokens.shape, dtype=compute, device=grad.device)
-            grad_tokens = grad_tokens.index_add(0, position.reshape(-1), contributions).to(permuted_tokens.dtype)
+            # Each permuted row is one slot's (position is a permutation): one rounding per row.
+            grad_tokens = torch.zeros_like(permuted_tokens)
+            for k in range(probs.size(1)):
+                grad_tokens.index_add_(0, slots[:, k], (grad * weights[:, k:k + 1]).to(permuted_tokens.dtype))
         if ctx.needs_input_grad[3]:
-            slots = _weighted_slots(permuted_tokens, position, torch.ones_like(probs), kept)
-            grad_probs = (slots * grad.unsqueeze(1)).sum(-1).to(probs.dtype)
+            grad_probs = torch.stack([(permuted_tokens.index_select(0, slots[:, k]).to(compute) * grad).sum(-1)
+                                      for k in range(probs.size(1))], 1)
+            grad_probs = (grad_probs * kept).to(probs.dtype)
         return grad_tokens, None, None, grad_probs
 
 
 def _accumulation_dtype(*tensors) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
-
-
-def _weighted_slots(permuted_tokens, position, probs, kept) -> torch.Tensor:
-    """[tokens, topk, hidden]: each slot's row of permuted_tokens times its weight (zero where dropped)."""
-    compute = _accumulation_dtype(permuted_tokens, probs)
-    slots = permuted_tokens.index_select(0, position.reshape(-1)).to(compute).reshape(*probs.shape, -1)
-    return slots * (probs.to(compute) * kept).unsqueeze(-1)
 
 
 def gelu_backward(grad, x, approximate: str) -> torch.Tensor:

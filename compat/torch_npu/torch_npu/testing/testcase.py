@@ -104,6 +104,14 @@ class TestCase(unittest.TestCase):
         else:
             super().assertEqual(x, y, message or None)
 
+    def assertNotEqual(self, x, y, prec=None, message="", allow_inf=False, exact_dtype=False):
+        """Not equal within `prec`, by assertEqual's rules (tensors and arrays compared as values)."""
+        try:
+            self.assertEqual(x, y, prec, message, allow_inf, exact_dtype)
+        except AssertionError:
+            return
+        self.fail(message or f"{x!r} and {y!r} are equal within {self.precision if prec is None else prec}")
+
     def _assert_arrays_equal(self, x, y, prec, message, allow_inf, exact_dtype):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and exact_dtype:
             super().assertEqual(x.dtype, y.dtype, message or "dtypes differ")
