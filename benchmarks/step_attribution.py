@@ -54,8 +54,9 @@ def measured_classes(step: dict) -> dict[str, float]:
     return out
 
 
-def priced_step(model: str, profile: str) -> dict:
-    """Prices two steps (after one to warm up) under phantom execution; the last one's launches by class."""
+def priced_step(model: str, profile: str, scale: str = "gpu") -> dict:
+    """Prices two steps (after one to warm up) under phantom execution, as the part ran them (bfloat16 autocast at
+    "gpu" scale, float32 at "cpu" scale); the last one's launches by class."""
     import torch
     import torch_simhpu  # noqa: F401 - the device
     from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -65,7 +66,7 @@ def priced_step(model: str, profile: str) -> dict:
     hook = register_optimizer_step_pre_hook(
         lambda *_: optimizer_began.append(torch_simhpu._C._simclock_host_now()))
     with part_fit._phantom(profile) as sim:
-        step = model_zoo.training_step(model, "simhpu", scale="gpu", autocast=True)
+        step = model_zoo.training_step(model, "simhpu", scale=scale, autocast=scale == "gpu")
         step()
         torch.simhpu.synchronize()
         t0 = torch_simhpu._C._simclock_host_now()
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
     for step in data["steps"]:
         if "failed" in step or (wanted and step["model"] not in wanted):
             continue
-        priced = priced_step(step["model"], args.profile)
+        priced = priced_step(step["model"], args.profile, step.get("scale", "gpu"))
         measured = measured_classes(step)
         print(f"\n{step['model']}: wall {step['wall_seconds'] * 1e3:.2f} ms measured, {priced['wall'] * 1e3:.2f} priced; "
               f"device busy {step['busy_seconds'] * 1e3:.2f} / {priced['busy'] * 1e3:.2f} ms; "

@@ -3,6 +3,10 @@
 Runs with torch alone (by path, on a machine lent a GPU; no simhpu build needed):
 
     python3 benchmarks/step_kernels.py --device cuda -o step-kernels.json --steps vit,resnet
+    python3 benchmarks/step_kernels.py --device cpu -o step-kernels-cpu.json   # the CPU as the part
+
+On the CPU, the part is its own host: each ATen operator's own time (not its callees') stands in for
+its kernels' (one intra-op thread; the profiler's own overhead is in it).
 
 For each model zoo step (torch_simhpu/model_zoo.py, "gpu" scale on a GPU) it records, from
 torch.profiler over one step after three warm-ups:
@@ -51,6 +55,13 @@ def _busy(intervals: list[tuple[float, float]]) -> float:
     return busy
 
 
+class _CpuKernel:
+    """An ATen operator's own time on the CPU, standing in for a kernel the profiler would name."""
+
+    def __init__(self, name: str, duration: float):
+        self.name, self.duration = name, duration
+
+
 def profile_step(name: str, device: str, scale: str) -> dict:
     from torch.profiler import ProfilerActivity, profile
     step = _by_path("model_zoo").training_step(name, device, scale=scale)
@@ -62,15 +73,23 @@ def profile_step(name: str, device: str, scale: str) -> dict:
     operators: dict[tuple, dict] = {}
     kernels: dict[str, dict] = {}
     intervals = []
+    on_cpu = torch.device(device).type == "cpu"
     for event in prof.events():
-        if event.device_type != torch.autograd.DeviceType.CPU or not event.kernels:
+        if on_cpu and event.device_type == torch.autograd.DeviceType.CPU and event.name.startswith("aten::") \
+                and event.self_cpu_time_total > 0:
+            # The CPU is its own device: an ATen operator's own time (its callees' not counted) is its kernel.
+            event_kernels = [_CpuKernel(event.name, event.self_cpu_time_total)]
+            intervals.append((event.time_range.start, event.time_range.start + event.self_cpu_time_total))
+        elif event.device_type != torch.autograd.DeviceType.CPU or not event.kernels:
             continue
+        else:
+            event_kernels = event.kernels
         key = (event.name, json.dumps(event.input_shapes), json.dumps(getattr(event, "input_dtypes", None) or []))
         entry = operators.setdefault(key, dict(op=event.name, shapes=event.input_shapes,
                                                dtypes=getattr(event, "input_dtypes", None), calls=0,
                                                device_us=0.0, kernels={}))
         entry["calls"] += 1
-        for kernel in event.kernels:
+        for kernel in event_kernels:
             entry["device_us"] += kernel.duration
             entry["kernels"][kernel.name[:100]] = entry["kernels"].get(kernel.name[:100], 0) + 1
             k = kernels.setdefault(kernel.name[:160], dict(kernel=kernel.name[:160], launches=0, device_us=0.0))
@@ -94,6 +113,8 @@ def main(argv=None) -> int:
     parser.add_argument("--scale", choices=("cpu", "gpu"), help="model zoo scale (default: gpu on a GPU, else cpu)")
     args = parser.parse_args(argv)
     scale = args.scale or ("gpu" if torch.device(args.device).type == "cuda" else "cpu")
+    if torch.device(args.device).type == "cpu":
+        torch.set_num_threads(1)  # (as benchmarks/cpu_as_a_part.py's part: one intra-op thread)
     out = dict(measured=time.strftime("%Y-%m-%d"), software=f"torch {torch.__version__}", steps=[])
     if torch.device(args.device).type == "cuda":
         out["part"] = torch.cuda.get_device_name()

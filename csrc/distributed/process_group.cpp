@@ -161,16 +161,62 @@ CallSignature with_reduce_op(CallSignature s, const c10d::ReduceOp& op) {
   return s;
 }
 
+// A reduction among simulated peers: each peer is taken to hold what this rank holds (as
+// all_to_all_single's answers take it), so a sum is the group's size times this rank's
+// value, a product its power, a mean, minimum or maximum the value itself.
+void answer_reduction_as_symmetric_peers(const Tensors& views, const c10d::ReduceOp& op, int size) {
+  const at::AutoDispatchBelowAutograd below_autograd;
+  for (const at::Tensor& v : views) {
+    if (v.scalar_type() == at::kBool) continue;  // (a sum of booleans is their or: the value itself)
+    switch (op.op_) {
+      case c10d::ReduceOp::SUM:
+        v.mul_(size);
+        break;
+      case c10d::ReduceOp::PRODUCT:
+        v.copy_(v.pow(size));
+        break;
+      case c10d::ReduceOp::BXOR:
+        if (size % 2 == 0) v.zero_();
+        break;
+      default:  // AVG, MIN, MAX, BAND, BOR
+        break;
+    }
+  }
+}
+
+// reduce_scatter among simulated peers: every peer sends this rank the part of its input that this
+// rank's own input holds for this rank, so the output is that part reduced over the group.
+void answer_reduce_scatter_as_symmetric_peers(const Tensors& outputs, const Tensors& own_parts,
+                                              const c10d::ReduceOp& op, int size) {
+  {
+    const at::AutoDispatchBelowAutograd below_autograd;
+    for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(own_parts[i].reshape(outputs[i].sizes()));
+  }
+  answer_reduction_as_symmetric_peers(outputs, op, size);
+}
+
 // all_reduce, all_reduce_coalesced and reduce: the transport's `operation`
 // over host views, after PREMUL_SUM's scaling in place (the tensors are the outputs).
+// Among simulated peers the answer is computed here (on `answered`: every rank, or
+// reduce's root alone), as the peers would have sent it.
 template <typename Options>
 CollectiveCall in_place_reduction(const char* name, c10d::OpType type,
                                   const c10::intrusive_ptr<c10d::Backend>& transport, const Tensors& tensors,
                                   const Options& options,
-                                  c10::intrusive_ptr<c10d::Work> (c10d::Backend::*operation)(Tensors&, const Options&)) {
+                                  c10::intrusive_ptr<c10d::Work> (c10d::Backend::*operation)(Tensors&, const Options&),
+                                  bool simulated_peers, int size, bool answered = true) {
   CollectiveCall call{name, type, {}, tensors};
   call.signature = with_reduce_op(signature_of(tensors), options.reduceOp);
   const Reduction reduction = reduction_for(name, options.reduceOp, call.inputs);
+  if (simulated_peers) {
+    call.answers_locally = true;
+    call.start = [views = host_views(tensors), reduction, size, answered]() {
+      reduction.scale_in_place(views);
+      if (answered) answer_reduction_as_symmetric_peers(views, reduction.transport_op, size);
+      return c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<c10d::FakeWork>());
+    };
+    return call;
+  }
   call.start = [transport, views = host_views(tensors), reduction, opts = options, operation]() mutable {
     reduction.scale_in_place(views);
     opts.reduceOp = reduction.transport_op;
@@ -351,10 +397,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::broadcast(Tensors& tensors, c
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
   if (placement_of("all_reduce", {&tensors}) == Placement::Host) {
-    return in_group_order(*order_, [&] { return transport_->allreduce(tensors, opts); });
+    return in_group_order(*order_, [&] {
+      return simulated_peers_ ? answer_on_host(tensors, opts.reduceOp) : transport_->allreduce(tensors, opts);
+    });
   }
   return launch(
-      in_place_reduction("all_reduce", c10d::OpType::ALLREDUCE, transport_, tensors, opts, &c10d::Backend::allreduce));
+      in_place_reduction("all_reduce", c10d::OpType::ALLREDUCE, transport_, tensors, opts, &c10d::Backend::allreduce,
+                         simulated_peers_, size_));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::answer_on_host(Tensors& tensors, const c10d::ReduceOp& op) {
+  Tensors keep_alive;
+  const Reduction reduction = reduction_for("all_reduce", op, keep_alive);
+  reduction.scale_in_place(tensors);
+  answer_reduction_as_symmetric_peers(tensors, reduction.transport_op, size_);
+  return c10::make_intrusive<c10d::FakeWork>();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& tensors,
@@ -363,7 +420,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& 
     return in_group_order(*order_, [&] { return transport_->allreduce_coalesced(tensors, opts); });
   }
   return launch(in_place_reduction("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, transport_, tensors,
-                                   opts, &c10d::Backend::allreduce_coalesced));
+                                   opts, &c10d::Backend::allreduce_coalesced, simulated_peers_, size_));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
@@ -371,7 +428,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce(Tensors& tensors, cons
     return in_group_order(*order_, [&] { return transport_->reduce(tensors, opts); });
   }
   CollectiveCall call = in_place_reduction("reduce", c10d::OpType::REDUCE, transport_, tensors, opts,
-                                           &c10d::Backend::reduce);
+                                           &c10d::Backend::reduce, simulated_peers_, size_, opts.rootRank == rank_);
   call.signature.root = opts.rootRank;
   return launch(std::move(call));
 }
@@ -481,6 +538,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter(Tensors& outpu
   CollectiveCall call{"reduce_scatter", c10d::OpType::REDUCE_SCATTER, flatten(inputs), outputs};
   call.signature = with_reduce_op(signature_of(outputs), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  if (simulated_peers_) {
+    call.answers_locally = true;
+    call.start = [out = host_views(outputs), in = host_views(inputs), reduction, rank = rank_, size = size_]() {
+      Tensors own;
+      for (const auto& list : in) own.push_back(list[rank]);
+      answer_reduce_scatter_as_symmetric_peers(out, reduction.scaled(own), reduction.transport_op, size);
+      return c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<c10d::FakeWork>());
+    };
+    return launch(std::move(call));
+  }
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), reduction,
                 opts = opts]() mutable {
     TensorLists sources;
@@ -505,6 +572,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_reduce_scatter_base(at::Tens
   CollectiveCall call{"reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, in, out};
   call.signature = with_reduce_op(signature_of(out), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  if (simulated_peers_) {
+    call.answers_locally = true;
+    call.start = [o = Tensors{host_view(output).reshape(-1)}, i = host_view(input), reduction, rank = rank_,
+                  size = size_]() {
+      answer_reduce_scatter_as_symmetric_peers(o, reduction.scaled({rank_parts(i, size)[rank]}),
+                                               reduction.transport_op, size);
+      return c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<c10d::FakeWork>());
+    };
+    return launch(std::move(call));
+  }
   // As the list form, over one view per rank's part of the input.
   call.start = [transport = transport_, o = Tensors{host_view(output).reshape(-1)}, i = host_view(input), reduction,
                 size = size_, opts = opts]() mutable {
@@ -528,6 +605,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter_tensor_coalesc
   CollectiveCall call{"reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, inputs, outputs};
   call.signature = with_reduce_op(signature_of(outputs), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
+  if (simulated_peers_) {
+    call.answers_locally = true;
+    call.start = [out = host_views(outputs), in = host_views(inputs), reduction, rank = rank_, size = size_]() {
+      Tensors own;
+      for (const auto& t : in) own.push_back(rank_parts(t, size)[rank]);
+      answer_reduce_scatter_as_symmetric_peers(out, reduction.scaled(own), reduction.transport_op, size);
+      return c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<c10d::FakeWork>());
+    };
+    return launch(std::move(call));
+  }
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), reduction,
                 opts = opts]() mutable {
     Tensors sources = reduction.scaled(in);

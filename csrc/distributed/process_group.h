@@ -81,6 +81,8 @@ class ProcessGroupSimHPU final : public c10d::Backend {
 
  private:
   c10::intrusive_ptr<c10d::Work> launch(CollectiveCall call);
+  // A reduction of CPU tensors among simulated peers, answered in place (process_group.cpp).
+  c10::intrusive_ptr<c10d::Work> answer_on_host(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op);
   // Which of the calls between this rank and `peer` (a group rank) a send or recv is.
   void address_point_to_point(CollectiveCall& call, int peer, bool sends);
 

@@ -171,9 +171,9 @@ def test_gloo_groups_form_without_their_peers(tmp_path):
 import datetime, torch, torch.distributed as dist
 dist.init_process_group("cpu:gloo,simhpu:simccl", timeout=datetime.timedelta(seconds=20))
 on_host = torch.ones(4)
-dist.all_reduce(on_host)  # moves nothing: the peers are not there
+dist.all_reduce(on_host)  # answered as if each of the 64 held what this rank holds
 checkpointing = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=20))
-dist.all_reduce(on_host, group=checkpointing)
+dist.all_reduce(on_host, group=checkpointing, op=dist.ReduceOp.AVG)
 dist.all_reduce(torch.ones(4, device="simhpu"))
 print("BACKENDS", dist.get_backend(), dist.get_backend(checkpointing), on_host.tolist())
 ''')
@@ -181,7 +181,48 @@ print("BACKENDS", dist.get_backend(), dist.get_backend(checkpointing), on_host.t
                      "sys.exit(main(['--profile', 'h100-sxm', '--world', '64', '--rank', '3', 'train.py']))",
                      cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "BACKENDS" in out.stdout and "[1.0, 1.0, 1.0, 1.0]" in out.stdout
+    assert "BACKENDS" in out.stdout and "[64.0, 64.0, 64.0, 64.0]" in out.stdout
+
+
+REDUCTIONS_SCRIPT = r'''
+import json, torch, torch.distributed as dist
+dist.init_process_group()
+world = dist.get_world_size()
+answers = {}
+for name, op in (("sum", dist.ReduceOp.SUM), ("avg", dist.ReduceOp.AVG), ("max", dist.ReduceOp.MAX),
+                 ("product", dist.ReduceOp.PRODUCT), ("premul_sum", dist._make_nccl_premul_sum(0.5))):
+    t = torch.tensor([1.0, 2.0], device="simhpu")  # (made from host data: its values are known)
+    dist.all_reduce(t, op=op)
+    answers[name] = t.tolist()
+out = torch.empty(2, device="simhpu")
+dist.reduce_scatter_tensor(out, torch.arange(2.0 * world, device="simhpu"))
+answers["reduce_scatter"] = out.tolist()
+own = torch.tensor([3.0], device="simhpu")
+dist.reduce(own, dst=dist.get_rank())
+answers["reduce_at_root"] = own.tolist()
+other = torch.tensor([3.0], device="simhpu")
+dist.reduce(other, dst=(dist.get_rank() + 1) % world)
+answers["reduce_elsewhere"] = other.tolist()
+print("RESULT", json.dumps(answers))
+'''
+
+
+def test_reductions_among_simulated_peers_answer_as_if_each_held_what_this_rank_holds(tmp_path):
+    """A sum over 8 simulated peers of a known value is 8 times it (a loss or a gradient norm the
+    program reads back is the job's, not one rank's), a mean or maximum the value, a product its
+    power; reduce_scatter gives this rank's part of its input, reduced; reduce answers the root alone."""
+    import json
+
+    (tmp_path / "reduce.py").write_text(REDUCTIONS_SCRIPT)
+    out = run_python("import sys; from torch_simhpu.simulation import main; "
+                     "sys.exit(main(['--profile', 'h100-sxm', '--world', '8', '--rank', '2', 'reduce.py']))",
+                     cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    answers = json.loads(out.stdout.split("RESULT", 1)[1].splitlines()[0])
+    assert answers == {"sum": [8.0, 16.0], "avg": [1.0, 2.0], "max": [1.0, 2.0], "product": [1.0, 256.0],
+                       "premul_sum": [4.0, 8.0], "reduce_scatter": [32.0, 40.0], "reduce_at_root": [24.0],
+                       "reduce_elsewhere": [3.0]}, answers
+    assert "host reads of device values" not in out.stdout, out.stdout[-3000:]
 
 
 EXPERT_COUNTS_SCRIPT = r'''
