@@ -11,10 +11,6 @@
 
 #include <ATen/ops/tensor.h>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -42,8 +38,6 @@ struct State {
   int64_t peer_answers = 0;  // of those, collectives answered for simulated peers
   Routing routing;
   int64_t routed = 0;
-  std::atomic<int64_t> launches{0};
-  std::atomic<int64_t> heap_trims{0};
 };
 
 bool is_router_histogram(const LaunchRecord& record) {
@@ -120,8 +114,6 @@ class PhantomLens final : public RuntimeObserver {
   }
 
   void on_launch(LaunchRecord& record, const c10::Stream&, const LaunchWork*, bool) override {
-    State& launched = state();
-    if (++launched.launches % kLaunchesBetweenTrims == 0 && release_free_host_memory()) ++launched.heap_trims;
     if (record.kind != LaunchRecord::Kind::Kernel || !is_router_histogram(record)) return;
     const DeviceTensor* out = histogram_output(record);
     State& s = state();
@@ -292,16 +284,5 @@ int64_t known_launches() {
 int64_t peer_answers() {
   return locked([](State& s) { return s.peer_answers; });
 }
-
-bool release_free_host_memory() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-  return true;
-#else
-  return false;
-#endif
-}
-
-int64_t heap_trims() { return state().heap_trims.load(); }
 
 } // namespace simhpu::phantom

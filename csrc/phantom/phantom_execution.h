@@ -76,17 +76,6 @@ struct Routing {
   std::string setting = "balanced";  // as the user gave it, for messages
 };
 void set_routing(Routing routing);
-
-// The host heap's free pages back to the system (glibc keeps what was freed, scattered over its
-// arenas, for reuse). Phantom execution does so every kLaunchesBetweenTrims launches, and the
-// simulation at each step's end: a stage of a large joined job (one of sixteen processes on one
-// machine) frees within a step nearly all it allocates (autograd's saved tensors, launch records),
-// so it should hold what it uses, not its high-water mark since the step began. False where the
-// C library has no such call.
-constexpr int64_t kLaunchesBetweenTrims = 16384;
-bool release_free_host_memory();
-// Heap trims phantom execution made between launches since the process began.
-int64_t heap_trims();
 // Router histograms given the routing distribution since the last clear.
 int64_t routed_histograms();
 

@@ -7,6 +7,9 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdlib>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace py = pybind11;
 
@@ -37,8 +40,18 @@ void bind_phantom(py::module_& m) {
   });
   m.def("_phantom_clear_host_reads", &phantom::clear_host_reads);
   m.def("_set_device_capacity", &set_device_capacity);
-  m.def("_release_free_host_memory", &phantom::release_free_host_memory);
-  m.def("_phantom_heap_trims", &phantom::heap_trims);
+  // The host heap's free pages back to the system: glibc keeps what a step freed, scattered over
+  // its arenas, for reuse. A phantom rank of a large job (one of sixteen processes on this machine)
+  // then holds what it uses, not its step's high-water mark. False where the C library has no
+  // such call.
+  m.def("_release_free_host_memory", [] {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+    return true;
+#else
+    return false;
+#endif
+  });
 }
 
 } // namespace simhpu
