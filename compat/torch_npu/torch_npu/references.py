@@ -292,7 +292,8 @@ def dropout_gen_mask(x: torch.Tensor, size, p: float, seed: int, offset: int) ->
 
 
 def dropout_gen_mask_factory(size, p: float, dtype, device) -> torch.Tensor:
-    """npu_dropout_gen_mask: the packed mask of a dropout over `size`, drawn from the default generator."""
+    """npu_dropout_gen_mask: the packed mask of a dropout over `size`, drawn from the default generator (dtype
+    names the masked data's type, in which the part holds p: the mask itself is bytes)."""
     _check_drop_p("npu_dropout_gen_mask", p)
     device = torch.device(device) if device is not None else torch.device(_device_type())
     return _pack_bits(_draw_kept(device, math.prod(size), p))
