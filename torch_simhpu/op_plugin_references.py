@@ -96,7 +96,7 @@ def read_references(path: str | os.PathLike, helper_names=()) -> dict[str, Refer
             continue
         names = [a.name for a in schema.arguments.flat_all]
         host = entry.get("host", [])
-        tensor_names = [a.name for a in schema.arguments.flat_all if "Tensor" in str(a.type)]
+        tensor_names = [a.name for a in schema.arguments.flat_all if a.type.is_tensor_like()]
         if not isinstance(host, list) or not all(isinstance(h, str) and h in tensor_names for h in host):
             problems.add(path, entry.line_of("host"), label, "host",
                          f"expected a list of the schema's tensor arguments, got {host!r}",

@@ -195,6 +195,18 @@ void answer_reduce_scatter_as_symmetric_peers(const Tensors& outputs, const Tens
   answer_reduction_as_symmetric_peers(outputs, op, size);
 }
 
+// A reduce_scatter form's start among simulated peers: `own_parts` picks, on the worker, this
+// rank's part of each input (before PREMUL_SUM's scaling).
+template <typename OwnParts>
+void answer_reduce_scatter_locally(CollectiveCall& call, Tensors outputs, const Reduction& reduction, int size,
+                                   OwnParts own_parts) {
+  call.answers_locally = true;
+  call.start = [outputs = std::move(outputs), reduction, size, own_parts = std::move(own_parts)]() {
+    answer_reduce_scatter_as_symmetric_peers(outputs, reduction.scaled(own_parts()), reduction.transport_op, size);
+    return c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<c10d::FakeWork>());
+  };
+}
+
 // all_reduce, all_reduce_coalesced and reduce: the transport's `operation`
 // over host views, after PREMUL_SUM's scaling in place (the tensors are the outputs).
 // Among simulated peers the answer is computed here (on `answered`: every rank, or
@@ -398,7 +410,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::broadcast(Tensors& tensors, c
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
   if (placement_of("all_reduce", {&tensors}) == Placement::Host) {
     return in_group_order(*order_, [&] {
-      return simulated_peers_ ? answer_on_host(tensors, opts.reduceOp) : transport_->allreduce(tensors, opts);
+      return simulated_peers_ ? answer_on_host(tensors, opts.reduceOp, true) : transport_->allreduce(tensors, opts);
     });
   }
   return launch(
@@ -406,18 +418,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce(Tensors& tensors, c
                          simulated_peers_, size_));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::answer_on_host(Tensors& tensors, const c10d::ReduceOp& op) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::answer_on_host(Tensors& tensors, const c10d::ReduceOp& op,
+                                                                  bool answered) {
   Tensors keep_alive;
   const Reduction reduction = reduction_for("all_reduce", op, keep_alive);
   reduction.scale_in_place(tensors);
-  answer_reduction_as_symmetric_peers(tensors, reduction.transport_op, size_);
+  if (answered) answer_reduction_as_symmetric_peers(tensors, reduction.transport_op, size_);
   return c10::make_intrusive<c10d::FakeWork>();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& tensors,
                                                                      const c10d::AllreduceCoalescedOptions& opts) {
   if (placement_of("all_reduce_coalesced", {&tensors}) == Placement::Host) {
-    return in_group_order(*order_, [&] { return transport_->allreduce_coalesced(tensors, opts); });
+    return in_group_order(*order_, [&] {
+      return simulated_peers_ ? answer_on_host(tensors, opts.reduceOp, true)
+                              : transport_->allreduce_coalesced(tensors, opts);
+    });
   }
   return launch(in_place_reduction("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, transport_, tensors,
                                    opts, &c10d::Backend::allreduce_coalesced, simulated_peers_, size_));
@@ -425,7 +441,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::allreduce_coalesced(Tensors& 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   if (placement_of("reduce", {&tensors}) == Placement::Host) {
-    return in_group_order(*order_, [&] { return transport_->reduce(tensors, opts); });
+    return in_group_order(*order_, [&] {
+      return simulated_peers_ ? answer_on_host(tensors, opts.reduceOp, opts.rootRank == rank_)
+                              : transport_->reduce(tensors, opts);
+    });
   }
   CollectiveCall call = in_place_reduction("reduce", c10d::OpType::REDUCE, transport_, tensors, opts,
                                            &c10d::Backend::reduce, simulated_peers_, size_, opts.rootRank == rank_);
@@ -539,13 +558,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter(Tensors& outpu
   call.signature = with_reduce_op(signature_of(outputs), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
   if (simulated_peers_) {
-    call.answers_locally = true;
-    call.start = [out = host_views(outputs), in = host_views(inputs), reduction, rank = rank_, size = size_]() {
+    answer_reduce_scatter_locally(call, host_views(outputs), reduction, size_, [in = host_views(inputs), rank = rank_] {
       Tensors own;
       for (const auto& list : in) own.push_back(list[rank]);
-      answer_reduce_scatter_as_symmetric_peers(out, reduction.scaled(own), reduction.transport_op, size);
-      return c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<c10d::FakeWork>());
-    };
+      return own;
+    });
     return launch(std::move(call));
   }
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), reduction,
@@ -573,13 +590,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::_reduce_scatter_base(at::Tens
   call.signature = with_reduce_op(signature_of(out), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
   if (simulated_peers_) {
-    call.answers_locally = true;
-    call.start = [o = Tensors{host_view(output).reshape(-1)}, i = host_view(input), reduction, rank = rank_,
-                  size = size_]() {
-      answer_reduce_scatter_as_symmetric_peers(o, reduction.scaled({rank_parts(i, size)[rank]}),
-                                               reduction.transport_op, size);
-      return c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<c10d::FakeWork>());
-    };
+    answer_reduce_scatter_locally(call, Tensors{host_view(output).reshape(-1)}, reduction, size_,
+                                  [i = host_view(input), rank = rank_, size = size_] {
+                                    return Tensors{rank_parts(i, size)[rank]};
+                                  });
     return launch(std::move(call));
   }
   // As the list form, over one view per rank's part of the input.
@@ -606,13 +620,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSimHPU::reduce_scatter_tensor_coalesc
   call.signature = with_reduce_op(signature_of(outputs), opts.reduceOp);
   const Reduction reduction = reduction_for(call.name, opts.reduceOp, call.inputs);
   if (simulated_peers_) {
-    call.answers_locally = true;
-    call.start = [out = host_views(outputs), in = host_views(inputs), reduction, rank = rank_, size = size_]() {
-      Tensors own;
-      for (const auto& t : in) own.push_back(rank_parts(t, size)[rank]);
-      answer_reduce_scatter_as_symmetric_peers(out, reduction.scaled(own), reduction.transport_op, size);
-      return c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<c10d::FakeWork>());
-    };
+    answer_reduce_scatter_locally(call, host_views(outputs), reduction, size_,
+                                  [in = host_views(inputs), rank = rank_, size = size_] {
+                                    Tensors own;
+                                    for (const auto& t : in) own.push_back(rank_parts(t, size)[rank]);
+                                    return own;
+                                  });
     return launch(std::move(call));
   }
   call.start = [transport = transport_, out = host_views(outputs), in = host_views(inputs), reduction,

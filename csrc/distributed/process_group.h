@@ -81,8 +81,10 @@ class ProcessGroupSimHPU final : public c10d::Backend {
 
  private:
   c10::intrusive_ptr<c10d::Work> launch(CollectiveCall call);
-  // A reduction of CPU tensors among simulated peers, answered in place (process_group.cpp).
-  c10::intrusive_ptr<c10d::Work> answer_on_host(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op);
+  // A reduction of CPU tensors among simulated peers, answered in place where `answered` (every
+  // rank, or reduce's root alone; process_group.cpp).
+  c10::intrusive_ptr<c10d::Work> answer_on_host(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
+                                                bool answered);
   // Which of the calls between this rank and `peer` (a group rank) a send or recv is.
   void address_point_to_point(CollectiveCall& call, int peer, bool sends);
 

@@ -174,6 +174,11 @@ on_host = torch.ones(4)
 dist.all_reduce(on_host)  # answered as if each of the 64 held what this rank holds
 checkpointing = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=20))
 dist.all_reduce(on_host, group=checkpointing, op=dist.ReduceOp.AVG)
+elsewhere = torch.ones(2)
+dist.reduce(elsewhere, dst=(dist.get_rank() + 1) % 64)  # reduce answers its root alone, on the host too
+at_root = torch.ones(2)
+dist.reduce(at_root, dst=dist.get_rank())
+assert elsewhere.tolist() == [1.0, 1.0] and at_root.tolist() == [64.0, 64.0], (elsewhere, at_root)
 dist.all_reduce(torch.ones(4, device="simhpu"))
 print("BACKENDS", dist.get_backend(), dist.get_backend(checkpointing), on_host.tolist())
 ''')

@@ -110,6 +110,9 @@ def test_fusion_attention_v3_takes_host_lengths_and_returns_seed_and_offset_tens
         pieces.append(attention(q[q0:q1].transpose(0, 1), k[k0:k1].transpose(0, 1), v[k0:k1].transpose(0, 1), 0.5,
                                 kept_b.reshape(N, q1 - q0, k1 - k0), 0.9).transpose(0, 1))
     assert_close(out.cpu(), torch.cat(pieces).float())
+    with pytest.raises(RuntimeError, match=r"npu::npu_fusion_attention_v3: actual_seq_kvlen must hold integers"):
+        torch_npu.npu_fusion_attention_v3(q.npu(), k.npu(), v.npu(), N, "TND", actual_seq_qlen=torch.tensor([2, 5]),
+                                          actual_seq_kvlen=torch.tensor([3.0, 7.0]))
     with pytest.raises(RuntimeError, match=r"npu::npu_fusion_attention_v3: argument 'actual_seq_qlen' is on npu:0; "
                                            r"the kernel reads it on the host"):
         torch_npu.npu_fusion_attention_v3(q.npu(), k.npu(), v.npu(), N, "TND", actual_seq_qlen=torch.tensor(

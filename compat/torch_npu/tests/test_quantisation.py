@@ -133,3 +133,24 @@ def test_grouped_matmul_with_weights_quantised_alone():
                                        antiquant_offset=[o.npu() for o in shifts], group_type=-1)
     for y, x_i, w_i, s_i, o_i in zip(got, x, weights, scales, shifts):
         assert_close(y.cpu(), (x_i.float() @ ((w_i.float() + o_i.float()) * s_i.float())).half())
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: torch_npu.npu_trans_quant_param(torch.rand(4).npu(), torch.rand(3).npu()),
+     r"offset's shape \[3\] does not broadcast with scale's \[4\]"),
+    (lambda: torch_npu.npu_trans_quant_param(torch.rand(4).npu(), round_mode=2), "round_mode must be 0"),
+    (lambda: torch_npu.npu_quantize(torch.rand(2, 3).npu(), torch.ones(4).npu(), None, torch.qint8, -1),
+     "scales has 4 values; input's dimension 1 has 3"),
+    (lambda: torch_npu.npu_quant_matmul(torch.ones(2, 8, dtype=torch.int8).npu(), int4(torch.zeros(8, 8)),
+                                        torch.ones(8).npu(), output_dtype=torch.float16),
+     "int4 weights with int8 activations need pertoken_scale and offset"),
+    (lambda: torch_npu.npu_quant_matmul(int4(torch.zeros(2, 8)), int4(torch.zeros(8, 16))[:, ::2], torch.ones(1).npu()),
+     r"x2 of int4s \(int32\) must be contiguous or the transpose"),
+    (lambda: torch_npu.npu_grouped_matmul([torch.ones(2, 4).npu()], [torch.ones(4, 2).npu()],
+                                          scale=[torch.ones(2).npu()], group_type=-1),
+     "scale quantises int8 inputs only"),
+])
+def test_quantised_calls_the_part_refuses_are_named_and_leave_the_device_usable(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+    assert torch.ones(3, device="npu").sum().item() == 3

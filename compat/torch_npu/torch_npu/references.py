@@ -9,6 +9,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from torch_simhpu._device_name import DEVICE_TYPE
+
 _INT8_MAX = 127.0
 
 
@@ -228,15 +230,11 @@ def _float32(value: float) -> float:
     return torch.tensor(value, dtype=torch.float32).item()
 
 
-def _kept_bits(numbers: torch.Tensor, drop_p: float) -> torch.Tensor:
-    return numbers >= _float32(drop_p)
-
-
 def _draw_kept(device, numel: int, drop_p: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """numel bools, each True with probability 1 - drop_p, from `generator` (the device's default one when None)."""
     if generator is None:
         generator = _default_generator(device)
-    return _kept_bits(torch.rand(numel, generator=generator, device=device), drop_p)
+    return torch.rand(numel, generator=generator, device=device) >= _float32(drop_p)
 
 
 def _default_generator(device) -> torch.Generator:
@@ -295,13 +293,7 @@ def dropout_gen_mask_factory(size, p: float, dtype, device) -> torch.Tensor:
     """npu_dropout_gen_mask: the packed mask of a dropout over `size`, drawn from the default generator (dtype
     names the masked data's type, in which the part holds p: the mask itself is bytes)."""
     _check_drop_p("npu_dropout_gen_mask", p)
-    device = torch.device(device) if device is not None else torch.device(_device_type())
-    return _pack_bits(_draw_kept(device, math.prod(size), p))
-
-
-def _device_type() -> str:
-    from torch_simhpu._device_name import DEVICE_TYPE
-    return DEVICE_TYPE
+    return _pack_bits(_draw_kept(torch.device(device or DEVICE_TYPE), math.prod(size), p))
 
 
 def dropout_do_mask(x: torch.Tensor, mask: torch.Tensor, p: float) -> torch.Tensor:
@@ -547,7 +539,9 @@ def grouped_matmul(x, weight, bias, group_list, split_item: int, group_type, gro
         _check(x_i.size(-1) == w_i.size(0), op, f"group {index}: x's K {x_i.size(-1)} is not weight's {w_i.size(0)}")
         b_i = per_group["bias"][index]
         if quantised:
-            ys.append(_quantised_group(x_i, w_i, b_i, per_group["scale"][index], token_scale, dtype))
+            scales, packed_offset = _dequant_scale(per_group["scale"][index])
+            ys.append(_dequantised(torch.matmul(x_i.double(), w_i.double()), b_i, scales, token_scale, packed_offset,
+                                   dtype))
             continue
         w_float = _float(w_i)
         if per_group["antiquant_scale"][index] is not None:
@@ -565,21 +559,6 @@ def _per_group(op: str, name: str, values, groups: int) -> list:
     values = list(values[0].unbind(0)) if len(values) == 1 and values[0].dim() == 2 and groups > 1 else list(values)
     _check(len(values) == groups, op, f"{len(values)} {name} tensors for {groups} weights")
     return values
-
-
-def _quantised_group(x_i, w_i, b_i, scale_i, token_scale, dtype) -> torch.Tensor:
-    scales, packed_offset = _dequant_scale(scale_i)
-    out = torch.matmul(x_i.double(), w_i.double())
-    if b_i is not None and b_i.dtype == torch.int32:
-        out = out + b_i.double()
-    out = out * scales
-    if token_scale is not None:
-        out = out * token_scale.double().reshape(-1, 1)
-    if packed_offset is not None:
-        out = out + packed_offset
-    if b_i is not None and b_i.dtype != torch.int32:
-        out = out + b_i.double()
-    return _quantised_output(out, dtype)
 
 
 def _group_sizes(op: str, group_list, group_list_type: int) -> list[int]:
@@ -755,22 +734,22 @@ def quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, grou
     a = _int4_matrix(op, "x1", x1, False) if x1.dtype == torch.int32 else x1
     b = _int4_matrix(op, "x2", x2, True) if x2.dtype == torch.int32 else x2
     _check(a.size(-1) == b.size(-2), op, f"x1's K {a.size(-1)} is not x2's {b.size(-2)}")
-    product = torch.matmul(a.double(), b.double())
+    return _dequantised(torch.matmul(a.double(), b.double()), bias, scales, pertoken_scale,
+                        offset.double() if offset is not None else packed_offset, dtype)
+
+
+def _dequantised(product, bias, scales, token_scale, offset, dtype: torch.dtype) -> torch.Tensor:
+    """An exact integer product in output_dtype: (product [+ int32 bias]) * scales [* token_scale] [+ offset]
+    [+ float bias], rounded and saturated to an integer dtype."""
     if bias is not None and bias.dtype == torch.int32:
         product = product + bias.double()
     out = product * scales
-    if pertoken_scale is not None:
-        out = out * pertoken_scale.double().unsqueeze(-1)
+    if token_scale is not None:
+        out = out * token_scale.double().unsqueeze(-1)
     if offset is not None:
-        out = out + offset.double()
-    elif packed_offset is not None:
-        out = out + packed_offset
+        out = out + offset
     if bias is not None and bias.dtype != torch.int32:
         out = out + bias.double()
-    return _quantised_output(out, dtype)
-
-
-def _quantised_output(out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if dtype in (torch.int8, torch.int32):
         limit = torch.iinfo(dtype)
         return torch.round(out).clamp(limit.min, limit.max).to(dtype)
