@@ -130,6 +130,6 @@ def rows(Row, torch):
 
 
 if __name__ == "__main__":
-    from run import Row, print_table  # noqa: E402
+    from tables import Row, print_table  # noqa: E402
 
     print_table(rows(Row, torch))

@@ -55,6 +55,6 @@ if __name__ == "__main__":
     import torch
 
     import torch_simhpu  # noqa: F401
-    from run import Row, best_pair, print_table  # noqa: E402
+    from tables import Row, best_pair, print_table  # noqa: E402
 
     print_table(rows(Row, best_pair, torch))

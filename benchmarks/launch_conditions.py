@@ -128,6 +128,6 @@ def rows(Row, best_pair, best_seconds, torch):
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
-    import run
+    import tables
     print(machine_description(), flush=True)
-    run.print_table(rows(run.Row, run.best_pair, run.best_seconds, torch))
+    tables.print_table(rows(tables.Row, tables.best_pair, tables.best_seconds, torch))

@@ -13,8 +13,6 @@ import math
 import os
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -30,71 +28,9 @@ import simulated_time  # noqa: E402
 import graph_mode  # noqa: E402
 import launch_conditions  # noqa: E402
 import reference_path  # noqa: E402
-
-ROUNDS = 5
-
-
-@dataclass
-class Row:
-    name: str
-    unit: str
-    reference: float  # PyTorch CPU; nan where PyTorch has no counterpart
-    ours: float
-    target: str = ""  # "ratio <= 1.0", "ratio >= 2.0", "value <= 5", "value >= 20"; "" for none
-
-    @property
-    def ratio(self) -> float:
-        return self.ours / self.reference if self.reference == self.reference else math.nan
-
-    @property
-    def met(self) -> bool:
-        if not self.target:
-            return True
-        what, op, bound = self.target.split()
-        value = self.ratio if what == "ratio" else self.ours
-        return value <= float(bound) if op == "<=" else value >= float(bound)
-
-    def target_text(self) -> str:
-        if not self.target:
-            return "—"
-        what, op, bound = self.target.split()
-        suffix = "x" if what == "ratio" else f" {self.unit}"
-        return f"{op} {float(bound):g}{suffix}"
-
-
-def best_seconds(fn, calls: int) -> float:
-    """Seconds per call: fn() makes `calls` calls; best of ROUNDS rounds after a warm-up."""
-    fn()
-    best = math.inf
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best / calls
-
-
-def best_pair(reference, ours, calls: int) -> tuple[float, float]:
-    """Both measured in alternating rounds, so machine load hits them alike."""
-    reference(), ours()
-    ref_best = ours_best = math.inf
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        reference()
-        ref_best = min(ref_best, time.perf_counter() - start)
-        start = time.perf_counter()
-        ours()
-        ours_best = min(ours_best, time.perf_counter() - start)
-    return ref_best / calls, ours_best / calls
-
+from tables import Row, best_pair, best_seconds, print_table, repeat  # noqa: E402
 
 # ---------------------------------------------------------------- launch path
-
-def repeat(fn, a, b, n):
-    def loop():
-        for _ in range(n):
-            fn(a, b)
-    return loop
-
 
 def launch_rows() -> list[Row]:
     n = 200_000
@@ -179,11 +115,11 @@ def package_launch_row() -> list[Row]:
 def launch_blocking_row() -> Row:
     """The launch row in SIMHPU_LAUNCH_BLOCKING=1 mode, in a child (the mode is read at start)."""
     code = (
-        "import run, torch, torch_simhpu\n"
+        "import tables, torch, torch_simhpu\n"
         "a, b = torch.ones(1), torch.ones(1)\n"
         "da, db = a.simhpu(), b.simhpu()\n"
         "n = 100000\n"
-        "ref, ours = run.best_pair(run.repeat(torch.add, a, b, n), run.repeat(torch_simhpu.npu_add_custom, da, db, n), n)\n"
+        "ref, ours = tables.best_pair(tables.repeat(torch.add, a, b, n), tables.repeat(torch_simhpu.npu_add_custom, da, db, n), n)\n"
         "print(ref * 1e6, ours * 1e6)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=HERE,
@@ -295,17 +231,6 @@ def codegen_row() -> Row:
     import codegen_scale
     return Row(f"codegen of a synthetic {codegen_scale.N_OPS}-operator YAML", "s", math.nan,
                codegen_scale.measure(), "value <= 2")
-
-
-def print_table(rows: list[Row]) -> None:
-    header = f"| {'measure':50} | {'PyTorch CPU':>11} | {'simhpu':>9} | {'unit':8} | {'ratio':>6} | {'target':>12} | met |"
-    print(header)
-    print("|" + "|".join("-" * (len(part)) for part in header.split("|")[1:-1]) + "|")
-    for row in rows:
-        ref = "—" if row.reference != row.reference else f"{row.reference:.3g}"
-        ratio = "—" if row.ratio != row.ratio else f"{row.ratio:.2f}"
-        print(f"| {row.name:50} | {ref:>11} | {row.ours:9.3g} | {row.unit:8} | {ratio:>6} | "
-              f"{row.target_text():>12} | {('yes' if row.met else 'NO') if row.target else '—':3} |")
 
 
 def main():

@@ -48,6 +48,6 @@ def rows(Row, best_pair, torch):
 if __name__ == "__main__":
     import torch
 
-    from run import Row, best_pair, print_table  # noqa: E402
+    from tables import Row, best_pair, print_table  # noqa: E402
 
     print_table(rows(Row, best_pair, torch))

@@ -250,7 +250,7 @@ def main():
         print(f"{f'  ... at {n} devices':<40} {all_reduce(n) * 1e6:>10.2f}us")
     print_priced(options.profile)
     if not options.no_cost_rows:
-        from run import Row, best_pair, print_table
+        from tables import Row, best_pair, print_table
         print()
         print_table(cost_rows(Row, best_pair))
 
