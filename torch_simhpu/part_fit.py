@@ -337,8 +337,10 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             moved = max(moved, abs(math.log(r)))
         classes = profile.setdefault("memory_classes", {})
         for cls in sorted(set(CALL_CLASS.values()) - {"elementwise"}):
-            selected = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls
-                          and _size(c) >= class_numel)
+            of_class = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls)
+            # (its large rows; a class timed only at smaller sizes, by its largest)
+            least = min(class_numel, max((_size(row) for row in of_class), default=0))
+            selected = [row for row in of_class if _size(row) >= least]
             if cls in CHAINED_CLASSES:
                 fitted = _traffic_and_row_step(profile, cls, selected)
                 if fitted is not None:
@@ -349,9 +351,7 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
                 continue
             r = _ratio(priced(selected))
             if r:
-                entry = classes.setdefault(cls, {})
-                entry["traffic"] = min(_MOST_TRAFFIC, max(0.25, entry.get("traffic", 1.0) * r))
-                moved = max(moved, abs(math.log(r)))
+                moved = max(moved, _scale_traffic(classes.setdefault(cls, {}), r))
         for cls in sorted(set(CALL_CLASS.values())):
             small = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls
                        and c["call"].count("backward") == 0 and _size(c) <= 1 << 20)
@@ -359,12 +359,12 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
                 classes.setdefault(cls, {})["floor"] = _floor(profile, cls, small, host_per_call)
         # optimizers: multi-tensor apply's traffic, a foreach step's operators and a fused step's kernels apart
         for cls, kind in (("multi_tensor", "(foreach)"), ("fused_optimizer", "(fused)")):
+            if cls == "multi_tensor" and profile.get("multi_tensor_apply") is False:
+                continue  # (a part without multi-tensor apply runs a foreach step's operators tensor by tensor)
             selected = by(lambda c, kind=kind: c["kind"] == "optimizer" and c["call"].endswith(kind))
             r = _ratio(priced(selected))
             if r:
-                entry = classes.setdefault(cls, {})
-                entry["traffic"] = min(_MOST_TRAFFIC, max(0.25, entry.get("traffic", 1.0) * r))
-                moved = max(moved, abs(math.log(r)))
+                moved = max(moved, _scale_traffic(classes.setdefault(cls, {}), r))
         # GEMMs: efficiency on large ones, a tile's fixed time on small ones
         r = _ratio(priced(matrix_rows))
         if r:
@@ -378,7 +378,11 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             units["tile_overhead"] = max(0.0, units.get("tile_overhead", 0.0) * r ** 1.5)
             moved = max(moved, abs(math.log(r)))
         convolutions = by(lambda c: c["kind"] == "gemm" and c["call"] in (part_measure.CONV_F, part_measure.CONV_FB))
-        profile["convolution_floor"] = _convolution_floor(profile, convolutions, host_per_call)
+        # A part that is its own host (a CPU) spends a convolution's fixed time (the library's setup,
+        # its layout reorders) before its arithmetic, not beside it: a time a call added to the work,
+        # fitted with the efficiencies, rather than a least time the work may hide.
+        additive = bool(profile.get("synchronous_launches"))
+        profile["convolution_floor"] = 0.0 if additive else _convolution_floor(profile, convolutions, host_per_call)
         # (the efficiencies on the convolutions the floor does not decide: the forward's on forward
         # rows, then the backward's on forward + backward rows, the forward's as fitted)
         selected = [r["row"] for r in evaluate(convolutions, dict(profile, convolution_floor=0.0))
@@ -393,7 +397,7 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             moved = max(moved, abs(math.log(r)))
         for direction, call in (("convolution", part_measure.CONV_F), ("convolution_backward", part_measure.CONV_FB)):
             rows_of = [row for row in aligned if normalised(row)["call"] == call]
-            fitted = _host_and_efficiency(profile, rows_of, direction, host_per_call)
+            fitted = _host_and_efficiency(profile, rows_of, direction, host_per_call, additive)
             if fitted is not None:
                 field = f"host_{direction}_overhead"
                 before = (profile.get(field, 0.0), efficiency.get(direction) or efficiency["matrix"])
@@ -417,6 +421,15 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         step = f", a row in a chain {entry['row_step'] * 1e9:.3f} ns" if entry.get("row_step") else ""
         notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us{step}")
     return profile, notes
+
+
+def _scale_traffic(entry: dict, ratio: float) -> float:
+    """A class's traffic scaled by measured / priced, within its bounds; how far it moved (log).
+    (At a bound, or where the part's rows do not run the class's kernels at all, as a CPU's
+    optimizer rows do not run multi-tensor kernels, it stops moving, and the fit settles.)"""
+    before = entry.get("traffic", 1.0)
+    entry["traffic"] = min(_MOST_TRAFFIC, max(0.25, before * ratio))
+    return abs(math.log(entry["traffic"] / before))
 
 
 def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member) -> list[str]:
@@ -522,12 +535,14 @@ def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict]) -> tuple[fl
     return min(_MOST_TRAFFIC, max(0.25, traffic)), row_step
 
 
-def _host_and_efficiency(profile: dict, rows: list[dict], direction: str, host_per_call) -> tuple[float, float] | None:
+def _host_and_efficiency(profile: dict, rows: list[dict], direction: str, host_per_call,
+                         fixed_time: bool = False) -> tuple[float, float] | None:
     """A convolution direction's host time a call and efficiency together: each row's price split
     into what the direction's compute takes (priced again at half the efficiency: the difference)
     and the rest, then the least-squares (relative) fit of measured = host + rest + compute x
-    (base efficiency / efficiency). A CPU's wall-clock rows hold the host's launch already: there
-    the host time stays 0 and only the efficiency is fitted."""
+    (base efficiency / efficiency). Wall-clock rows hold the host's launch already: there the host
+    time stays 0 and only the efficiency is fitted, unless `fixed_time` says the part's calls have
+    a fixed time of their own besides the launch (a CPU's: the rows' rest has the launch priced)."""
     efficiency = profile["efficiency"]
     base = efficiency.get(direction) or efficiency.get("convolution") or efficiency["matrix"]
     field = f"host_{direction}_overhead"
@@ -544,7 +559,7 @@ def _host_and_efficiency(profile: dict, rows: list[dict], direction: str, host_p
             points.append((a["priced"] - compute, compute, a["row"]["seconds"]))
     if not points or not any(k > 0 for _, k, _ in points):
         return None
-    with_host = len(points) >= 2 and not any(host_per_call(r["row"]) for r in at_base)
+    with_host = len(points) >= 2 and (fixed_time or not any(host_per_call(r["row"]) for r in at_base))
 
     def total(f):
         return sum(f(c, k, m) / (m * m) for c, k, m in points)

@@ -166,10 +166,14 @@ def cpu_cases() -> list[dict]:
     for numel in (1 << 10, 1 << 16, 1 << 20, 1 << 22):
         for call in ELEMENTWISE + ("x.sum()",):
             cases.append(dict(kind="memory-bound", call=call, dtype="float32", numel=numel))
-    for shape in ([256, 512], [1024, 1024]):
+    for shape in ([32, 128], [256, 512], [1024, 1024]):  # (the smallest: a row-wise kernel's least time)
         for call in ("x.sum(-1)",) + ROWWISE[:-1]:
             cases.append(dict(kind="memory-bound", call=call, dtype="float32", shape=shape))
         cases.append(dict(kind="memory-bound", call=ROWWISE[-1], dtype="float32", shape=shape))
+    # (a CPU's pooling and batch norm are compute-bound loops: several times a copy's time an element)
+    for shape in ([4, 16, 16, 16], [8, 16, 32, 32], [8, 32, 32, 32]):
+        for call in BATCH_NORM + MAX_POOL:
+            cases.append(dict(kind="memory-bound", call=call, dtype="float32", shape=shape))
     cases.append(dict(kind="memory-bound", call=EMBEDDING, dtype="float32", shape=[4096, 256], tokens=512))
     for call in ADAMW:
         cases.append(dict(kind="optimizer", call=call, tensors=24, width=128))

@@ -522,6 +522,48 @@ def test_a_convolutions_host_time_and_efficiency_are_fitted_together():
     assert efficiency == pytest.approx(0.3, rel=0.05)
 
 
+def _cpu_rows(truth: dict, cases: list[dict]) -> list[dict]:
+    """Rows a CPU (wall clock around each call) would give if `truth` were the part."""
+    cases = [dict(c, timing="wall clock around 1 call(s) after synchronising, median of 5", seconds=1.0) for c in cases]
+    return [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]
+
+
+def test_a_synchronous_parts_convolution_time_a_call_is_fitted_as_added_to_its_work():
+    # (a CPU spends a convolution's setup before its arithmetic: a fixed time added to the work, where
+    # a floor the work may hide under would price every small call at the floor alone)
+    truth = dict(part("cpu-host"), host_convolution_overhead=80e-6, convolution_floor=0.0)
+    truth["efficiency"] = dict(truth["efficiency"], convolution=0.5)
+    rows = _cpu_rows(truth, [dict(kind="gemm", call=part_measure.CONV_F, dtype="float32", input=[n, 16, 16, 16],
+                                  weight=[16, 16, 3, 3], stride=1, padding=1) for n in (1, 4, 16, 64)])
+    start = dict(truth, host_convolution_overhead=0.0, convolution_floor=0.0)
+    start["efficiency"] = dict(truth["efficiency"], convolution=0.9)
+    fitted, _ = part_fit.fit(rows, start, log=lambda *_: None)
+    assert fitted["convolution_floor"] == 0.0
+    assert fitted["host_convolution_overhead"] == pytest.approx(80e-6, rel=0.05)
+    assert fitted["efficiency"]["convolution"] == pytest.approx(0.5, rel=0.05)
+
+
+def test_a_class_timed_only_below_the_large_size_takes_its_traffic_from_its_largest_rows():
+    # (a CPU's pooling rows are a hundredth of its largest elementwise rows: the class must still be fitted)
+    base = part("cpu-host")
+    truth = dict(base, memory_classes=dict(base.get("memory_classes", {}), pooling={"traffic": 12.0, "floor": 0.0}))
+    cases = [dict(kind="memory-bound", call="x + y", dtype="float32", numel=1 << 22)]
+    cases += [dict(kind="memory-bound", call=part_measure.MAX_POOL[0], dtype="float32", shape=shape)
+              for shape in ([4, 16, 16, 16], [8, 32, 32, 32])]
+    start = dict(base, memory_classes=dict(base.get("memory_classes", {}), pooling={"traffic": 1.0, "floor": 0.0}))
+    fitted, _ = part_fit.fit(_cpu_rows(truth, cases), start, log=lambda *_: None)
+    assert fitted["memory_classes"]["pooling"]["traffic"] == pytest.approx(12.0, rel=0.05)
+
+
+def test_a_part_without_multi_tensor_apply_fits_no_multi_tensor_traffic():
+    # (its foreach steps run tensor by tensor: a traffic no row responds to would run to its bound)
+    base = part("cpu-host")
+    cases = [dict(kind="optimizer", call=part_measure.ADAMW[0], tensors=6, width=32)]
+    rows = [dict(row, seconds=row["seconds"] * 3) for row in _cpu_rows(base, cases)]
+    fitted, _ = part_fit.fit(rows, base, log=lambda *_: None)
+    assert fitted["memory_classes"].get("multi_tensor") == base.get("memory_classes", {}).get("multi_tensor")
+
+
 def _with_column_step(row_step, traffic=1.0):
     base = part("h100-sxm")
     return dict(base, memory_classes=dict(base["memory_classes"],
