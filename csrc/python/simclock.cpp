@@ -157,7 +157,8 @@ py::object to_python(const c10::IValue& v) {
 
 // An entry's fields as Python values. Its names (operator, kernel, file, kinds) come from a
 // few static strings: each becomes one Python string however many entries carry it, as a
-// step of a large job logs hundreds of thousands of entries.
+// step of a large job logs hundreds of thousands of entries; its FLOPs, bytes and share of
+// the peak repeat from layer to layer: each value becomes one Python float.
 class EntryFields {
  public:
   py::tuple operator()(uint64_t id, const simclock::Entry& e) {
@@ -170,7 +171,8 @@ class EntryFields {
                           name(work_name(e.work)), name(simclock::bound_name(e.bound)),
                           name(e.work == Work::Collective ? collective_name(e.collective) : nullptr), e.ranks,
                           e.dtype == c10::ScalarType::Undefined ? py::object(py::none()) : py::cast(e.dtype),
-                          e.flops, e.bytes, e.peak_fraction, e.launched, e.start, e.end, name(cause), e.after);
+                          number(e.flops), number(e.bytes), number(e.peak_fraction), e.launched, e.start, e.end,
+                          name(cause), e.after);
   }
 
  private:
@@ -180,7 +182,13 @@ class EntryFields {
     if (fresh) it->second = py::str(text);
     return it->second;
   }
+  py::object number(double value) {
+    auto [it, fresh] = numbers_.try_emplace(value);
+    if (fresh) it->second = py::float_(value);
+    return it->second;
+  }
   std::unordered_map<const char*, py::object> names_;
+  std::unordered_map<double, py::object> numbers_;
 };
 
 } // namespace
@@ -216,15 +224,16 @@ void bind_simclock(py::module_& m) {
   // The entries since `mark`, each as (id, op, kernel, file, line, ...), or as make(id, op, ...)
   // where a maker is given: a large log then never holds its tuples all at once.
   m.def("_simclock_stop_log", [](uint64_t mark, const py::object& make) {
-    std::vector<simclock::Entry> entries;
+    std::deque<simclock::Entry> entries;
     {
       py::gil_scoped_release no_gil;
       entries = simclock::stop_log(mark);
     }
     EntryFields fields;
     py::list out;
-    for (size_t i = 0; i < entries.size(); ++i) {
-      py::tuple row = fields(mark + i, entries[i]);
+    for (uint64_t id = mark; !entries.empty(); ++id) {  // (each entry freed once it is a Python object)
+      py::tuple row = fields(id, entries.front());
+      entries.pop_front();
       out.append(make.is_none() ? py::object(row) : make(*row));
     }
     return out;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <utility>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -60,7 +61,7 @@ struct State {
   int64_t next_entry = 0;
   int readers = 0;
   uint64_t first_logged = 0;  // the entry number of log[0]
-  std::vector<Entry> log;
+  std::deque<Entry> log;
   FlopFormula formula;
   std::unordered_set<std::string> formula_ops;
   std::unordered_map<std::string, MemoryClass> op_classes;  // operators not elementwise, by name without overload
@@ -632,13 +633,18 @@ uint64_t start_log() {
   return static_cast<uint64_t>(s.next_entry);
 }
 
-std::vector<Entry> stop_log(uint64_t mark) {
+std::deque<Entry> stop_log(uint64_t mark) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  std::vector<Entry> mine;
   const uint64_t skip = mark > s.first_logged ? mark - s.first_logged : 0;
-  if (skip < s.log.size()) mine.assign(s.log.begin() + static_cast<std::ptrdiff_t>(skip), s.log.end());
-  if (s.readers > 0 && --s.readers == 0) s.log.clear();
+  const bool last_reader = s.readers > 0 && --s.readers == 0;
+  std::deque<Entry> mine;
+  if (last_reader) {  // (the log is this reader's alone: handed over, not copied)
+    mine = std::exchange(s.log, {});
+    mine.erase(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(std::min<uint64_t>(skip, mine.size())));
+  } else if (skip < s.log.size()) {
+    mine.assign(s.log.begin() + static_cast<std::ptrdiff_t>(skip), s.log.end());
+  }
   return mine;
 }
 

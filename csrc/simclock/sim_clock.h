@@ -30,6 +30,7 @@
 #include <c10/core/Stream.h>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -109,8 +110,10 @@ struct Entry {
 };
 
 // A reader (a report, a trace) gets the entries of launches made between its
-// mark and stop_log; entries are numbered from the first ever logged.
+// mark and stop_log; entries are numbered from the first ever logged. A deque: the
+// log grows without copying what it holds, and a reader frees what it has read as it
+// goes (a step of a large job logs hundreds of thousands).
 uint64_t start_log();
-std::vector<Entry> stop_log(uint64_t mark);
+std::deque<Entry> stop_log(uint64_t mark);
 
 } // namespace simhpu::simclock

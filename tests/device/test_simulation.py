@@ -117,6 +117,30 @@ def test_a_tiny_kernel_is_latency_bound(device):
     assert add.bound == "latency" and add.duration == pytest.approx(1 * US + 2 * 16 / MEMORY, rel=1e-12)
 
 
+def test_nested_readers_of_the_launch_log_each_get_their_own_launches_numbered_alike(device):
+    # (the last reader is handed the log rather than a copy of it, and frees it as it reads: a step
+    # of a large job logs hundreds of thousands of launches)
+    x = torch.ones(4, device=device)
+    with simulate():
+        outer = _C._simclock_start_log()
+        x.add_(1)
+        inner = _C._simclock_start_log()
+        x.mul_(2)
+        x.sub_(3)
+        inner_entries = _C._simclock_stop_log(inner)
+        x.div_(4)
+        outer_entries = _C._simclock_stop_log(outer)
+    def stems(entries):
+        return [e[1].split("::")[1].split(".")[0].rstrip("_") for e in entries]
+    assert stems(inner_entries) == ["mul", "sub"] and stems(outer_entries) == ["add", "mul", "sub", "div"]
+    assert [e[0] for e in outer_entries] == list(range(outer, outer + 4)) and inner_entries[0][0] == inner
+    assert [e[0] for e in inner_entries] == [e[0] for e in outer_entries[1:3]]
+    same_bytes = {}  # (launches of equal bytes: one Python float for them all)
+    for e in outer_entries:
+        same_bytes.setdefault(e[13], set()).add(id(e[13]))
+    assert all(len(ids) == 1 for ids in same_bytes.values()) and len(same_bytes) < len(outer_entries)
+
+
 def test_copies_to_the_device_are_priced_by_the_host_link(device):
     pinned = torch.ones(1 << 20).pin_memory()
     pageable = torch.ones(1 << 20)
