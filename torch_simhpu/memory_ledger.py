@@ -32,6 +32,7 @@ from torch_simhpu._device_name import DEVICE_TYPE
 PARAMETERS, GRADIENTS, OPTIMIZER_STATE = "parameters", "gradients", "optimizer state"
 COMMUNICATION, ACTIVATIONS = "communication buffers", "activations and temporaries"
 CATEGORIES = (PARAMETERS, GRADIENTS, OPTIMIZER_STATE, COMMUNICATION, ACTIVATIONS)
+_SLICE = 1 << 16  # events read from the history at a time
 
 # Python files whose allocations are the collectives' buffers (matched against
 # each frame of the allocating stack, "/" separated). A collective's result that
@@ -112,11 +113,20 @@ class MemoryLedger:
             if self._own_history:
                 _C._record_memory_history(False, 0)
 
+    def _events(self, begin: int, end: int):
+        """(position, action, address, size) of the kept events in [begin, end), read a slice at a
+        time: a large job's step makes hundreds of thousands, whose tuples never live all at once."""
+        for first in range(begin, end, _SLICE):
+            for offset, (action, address, size) in enumerate(
+                    _C._memory_event_list(self.device, first, min(_SLICE, end - first))):
+                yield first + offset, action, address, size
+
     def _replay(self) -> MemoryBreakdown | str:
-        events = _C._memory_event_list(self.device)
-        first_kept = _C._memory_events_recorded(self.device) - len(events)
+        recorded = _C._memory_events_recorded(self.device)
+        kept = _C._memory_events_kept(self.device)
+        first_kept = recorded - kept
         if first_kept > self._start:
-            return (f"the allocator's history kept {len(events)} events, fewer than the block made "
+            return (f"the allocator's history kept {kept} events, fewer than the block made "
                     f"(the program's _record_memory_history(max_entries=...) dropped the oldest)")
         begin = self._start - first_kept
         category: dict[object, str] = {}  # an allocation (its event's position, or its seed's address) -> category
@@ -140,9 +150,8 @@ class MemoryLedger:
                             category[allocation] = name
                             break
 
-        for position in range(begin, len(events)):
+        for position, action, address, size in self._events(begin, kept):
             apply_marks(first_kept + position)
-            action, address, size = events[position]
             if action == "alloc":
                 live[address] = (size, position)
                 allocated += size
@@ -154,8 +163,7 @@ class MemoryLedger:
 
         # The blocks live at the peak: replay again up to it.
         at_peak = {address: (size, ("seed", address)) for address, size, _ in self._seeds}
-        for position in range(begin, peak_at + 1):
-            action, address, size = events[position]
+        for position, action, address, size in self._events(begin, peak_at + 1):
             if action == "alloc":
                 at_peak[address] = (size, position)
             elif action == "free_completed":

@@ -2,6 +2,7 @@
 
 #include "runtime/observers.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -126,11 +127,21 @@ void set_memory_history(bool enabled, size_t max_entries, std::function<Stack()>
   update_activity(h);
 }
 
-std::vector<MemoryEvent> memory_events(c10::DeviceIndex device) {
+std::vector<MemoryEvent> memory_events(c10::DeviceIndex device, size_t first, size_t count) {
   History& h = history();
   std::lock_guard<std::mutex> lock(h.mu);
   auto it = h.events.find(device);
-  return it == h.events.end() ? std::vector<MemoryEvent>() : std::vector<MemoryEvent>(it->second.begin(), it->second.end());
+  if (it == h.events.end() || first >= it->second.size()) return {};
+  const size_t last = first + std::min(count, it->second.size() - first);
+  return std::vector<MemoryEvent>(it->second.begin() + static_cast<std::ptrdiff_t>(first),
+                                  it->second.begin() + static_cast<std::ptrdiff_t>(last));
+}
+
+size_t memory_events_kept(c10::DeviceIndex device) {
+  History& h = history();
+  std::lock_guard<std::mutex> lock(h.mu);
+  auto it = h.events.find(device);
+  return it == h.events.end() ? 0 : it->second.size();
 }
 
 uint64_t memory_events_recorded(c10::DeviceIndex device) {

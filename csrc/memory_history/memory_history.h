@@ -40,10 +40,14 @@ bool recording_memory_history();
 // dropped first) or off (forgetting what was kept). `gather` captures the calling
 // thread's Python stack; it is the Python module's, so this room needs no Python.
 void set_memory_history(bool enabled, size_t max_entries, std::function<Stack()> gather);
-std::vector<MemoryEvent> memory_events(c10::DeviceIndex device);
+// The kept events from position `first` on, at most `count` of them (a long history is read
+// a slice at a time, never copied whole).
+std::vector<MemoryEvent> memory_events(c10::DeviceIndex device, size_t first = 0, size_t count = SIZE_MAX);
 // How many events a device has recorded since recording began (those dropped
 // for max_entries too): the kept ones are the last memory_events().size().
 uint64_t memory_events_recorded(c10::DeviceIndex device);
+// How many events a device's history keeps now.
+size_t memory_events_kept(c10::DeviceIndex device);
 // The stack that allocated a block still held by a tensor (recorded while on), or null.
 Stack allocation_stack(const void* block);
 

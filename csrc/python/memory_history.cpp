@@ -110,19 +110,28 @@ void bind_memory_history(py::module_& m) {
   m.def("_memory_events_recorded", [](int64_t device) {
     return memory_events_recorded(static_cast<c10::DeviceIndex>(device));
   });
-  // The kept events without their stacks, as (action, address, size), and the
-  // stacks of those asked for by position: a long history is read in two passes.
-  m.def("_memory_event_list", [](int64_t device) {
+  m.def("_memory_events_kept", [](int64_t device) {
+    return memory_events_kept(static_cast<c10::DeviceIndex>(device));
+  });
+  // The kept events without their stacks, as (action, address, size), from position `first`,
+  // at most `count`; and the stacks of those asked for by position: a long history is read in
+  // slices, in two passes. (Each action is one Python string however many events carry it.)
+  m.def("_memory_event_list", [](int64_t device, size_t first, size_t count) {
+    std::unordered_map<const char*, py::str> actions;
     py::list out;
-    for (const MemoryEvent& e : memory_events(static_cast<c10::DeviceIndex>(device))) {
-      out.append(py::make_tuple(e.action, e.address, e.size));
+    for (const MemoryEvent& e : memory_events(static_cast<c10::DeviceIndex>(device), first, count)) {
+      auto [it, fresh] = actions.try_emplace(e.action);
+      if (fresh) it->second = py::str(e.action);
+      out.append(py::make_tuple(it->second, e.address, e.size));
     }
     return out;
-  });
+  }, py::arg("device"), py::arg("first") = 0, py::arg("count") = SIZE_MAX);
   m.def("_memory_event_frames", [](int64_t device, const std::vector<size_t>& positions) {
-    const std::vector<MemoryEvent> events = memory_events(static_cast<c10::DeviceIndex>(device));
     py::list out;
-    for (size_t i : positions) out.append(i < events.size() ? frames_of(events[i].frames) : py::list());
+    for (size_t i : positions) {
+      const std::vector<MemoryEvent> one = memory_events(static_cast<c10::DeviceIndex>(device), i, 1);
+      out.append(one.empty() ? py::list() : frames_of(one.front().frames));
+    }
     return out;
   });
   m.def("_memory_segments", [](int64_t device) {

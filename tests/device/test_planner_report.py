@@ -64,6 +64,29 @@ def test_memory_at_its_peak_is_split_by_what_each_block_holds():
         assert name in report
 
 
+def test_the_ledger_reads_the_history_a_slice_at_a_time_and_finds_the_same_peak(monkeypatch):
+    # (a large job's step makes hundreds of thousands of events: their tuples never live all at once)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64)).to(D)
+    opt = torch.optim.AdamW(model.parameters())
+    ledger = memory_ledger.MemoryLedger(0)
+    ledger.begin()
+    try:
+        for _ in range(2):
+            model(torch.randn(16, 64, device=D)).square().mean().backward()
+            opt.step()
+            ledger.mark_optimizer(opt)
+            opt.zero_grad()
+        whole = ledger._replay()
+        monkeypatch.setattr(memory_ledger, "_SLICE", 7)
+        sliced = ledger._replay()
+    finally:
+        ledger.end()
+    assert isinstance(whole, memory_ledger.MemoryBreakdown), whole
+    assert whole.by_category["optimizer state"] > 0 and whole.by_category["gradients"] > 0
+    assert (sliced.peak, sliced.by_category, sliced.blocks) == (whole.peak, whole.by_category, whole.blocks)
+
+
 def test_without_an_optimizer_everything_live_is_activations_and_temporaries():
     a = torch.ones(1024, 1024, device=D)
     torch.simhpu.synchronize()
