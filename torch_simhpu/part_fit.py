@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import statistics
 
 import torch
@@ -686,10 +687,70 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
                 curve["causal_flops"] = [causal[s] for s in sequence]
             if direction in attention_profile and backend == "flash":
                 attention_profile.pop(direction)  # (the top-level flash curves move under 'flash')
-            attention_profile.setdefault(backend, {})[direction] = curve
+            before = attention_profile.setdefault(backend, {}).get(direction, {})
+            kept = {k: before[k] for k in ("tile", "head_dim", "head_dim_exponent") if k in before}
+            attention_profile[backend][direction] = dict(kept, **curve)
         notes.append(f"attention {backend}: curves at {sorted(directions.get('forward', {}).get('flops', {}))} keys")
     if "cudnn" in curves and attention_profile.get("rules", "cuda") == "cuda":
         attention_profile["priority"] = ["cudnn", "flash", "efficient", "math"]
+    _fit_attention_kernel_shape(profile, attention, reference_head_dim, notes)
+
+
+# A fused attention kernel's block of queries by keys, read from its name as the part's libraries
+# name them: cuDNN's "..._fprop_wgmma_f16_knob_7_64x128x128_..." (queries x keys x head dim), FlashAttention's
+# "Flash_fwd_kernel_traits<128, 128, 64, ..." (head dim, queries, keys).
+_TILE_IN_NAME = {
+    "cudnn": {"forward": re.compile(r"sdpa_\w*_fprop_\w*?_(\d+)x(\d+)x\d+_"),
+              "backward": re.compile(r"sdpa_\w*_bprop_\w*?_(\d+)x(\d+)x\d+_")},
+    "flash": {"forward": re.compile(r"Flash_fwd_kernel_traits<\d+, (\d+), (\d+),"),
+              "backward": re.compile(r"Flash_bwd_kernel_traits<\d+, (\d+), (\d+),")},
+}
+
+
+def _fit_attention_kernel_shape(profile: dict, attention: list[tuple[dict, dict]], reference_head_dim: int,
+                                notes: list[str]) -> None:
+    """Each backend's tiles, from the kernels its rows name (a sequence not a multiple of a tile costs
+    its whole tiles), and how its rate scales with the head dim: on its forward rows at another head dim
+    and sequences its curves cover, measured = priced at the reference head dim x (head dim / it)^-exponent."""
+    attention_profile = profile.get("attention", {})
+    for backend, patterns in _TILE_IN_NAME.items():
+        for direction, pattern in patterns.items():
+            curve = attention_profile.get(backend, {}).get(direction)
+            if curve is None:
+                continue
+            curve["head_dim"] = reference_head_dim
+            for row, case in attention:
+                names = " ".join(row.get("kernels") or {})
+                found = pattern.search(names)
+                backend_of = _default_backend(profile, case) if case["backend"] == "default" else case["backend"]
+                if found and backend_of == backend:
+                    curve["tile"] = [int(found.group(1)), int(found.group(2))]
+                    notes.append(f"attention {backend} {direction}: tiles of {curve['tile'][0]} queries x "
+                                 f"{curve['tile'][1]} keys (its kernels' names)")
+                    break
+    others = [row for row, case in attention if case["call"] == part_measure.SDPA_F
+              and case["head_dim"] != reference_head_dim and case["kv_heads"] == case["heads"]]
+    for backend, curves in attention_profile.items():
+        if not isinstance(curves, dict) or "forward" not in curves:
+            continue
+        first = curves["forward"]["sequence"][0]
+        mine = [row for row in others if normalised(row)["seq"] >= first and (
+            _default_backend(profile, normalised(row)) if normalised(row)["backend"] == "default"
+            else normalised(row)["backend"]) == backend]
+        for direction in ("forward", "backward"):  # (priced at the curves' own head dim)
+            curves.get(direction, {}).pop("head_dim_exponent", None)
+        exponents = []
+        for result in evaluate(mine, profile):
+            if result["priced"]:
+                ratio = result["case"]["head_dim"] / reference_head_dim
+                exponents.append(math.log(result["priced"] / result["row"]["seconds"]) / math.log(ratio))
+        if exponents:
+            exponent = min(2.0, max(0.0, statistics.median(exponents)))
+            for direction in ("forward", "backward"):
+                if direction in curves:
+                    curves[direction]["head_dim_exponent"] = exponent
+            notes.append(f"attention {backend}: rate x (head dim / {reference_head_dim})^{exponent:.2f} "
+                         f"({len(exponents)} rows at other head dims)")
 
 
 def _default_backend(profile: dict, case: dict) -> str:

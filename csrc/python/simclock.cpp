@@ -82,6 +82,12 @@ DeviceProfile profile_of(const py::dict& d) {
         curve->sequence = given["sequence"].cast<std::vector<double>>();
         curve->flops = given["flops"].cast<std::vector<double>>();
         if (given.contains("causal_flops")) curve->causal_flops = given["causal_flops"].cast<std::vector<double>>();
+        if (given.contains("tile")) {
+          const auto tile = given["tile"].cast<std::array<int64_t, 2>>();
+          curve->query_tile = tile[0], curve->key_tile = tile[1];
+        }
+        if (given.contains("head_dim")) curve->head_dim = given["head_dim"].cast<int64_t>();
+        if (given.contains("head_dim_exponent")) curve->head_dim_exponent = given["head_dim_exponent"].cast<double>();
       }
     }
   }
@@ -310,12 +316,16 @@ void bind_simclock(py::module_& m) {
               const auto shape = described["gemm"].cast<std::array<int64_t, 4>>();
               matrix.batch = shape[0], matrix.m = shape[1], matrix.n = shape[2], matrix.k = shape[3];
             }
-            if (described.contains("attention")) {  // (pass, causal, sequence[, backend])
+            if (described.contains("attention")) {  // (pass, causal, sequence[, backend[, head dim, queries]])
               const auto attention = described["attention"].cast<py::tuple>();
               matrix.attention_pass = attention[0].cast<uint8_t>();
               matrix.causal = attention[1].cast<bool>();
               matrix.sequence = attention[2].cast<int64_t>();
               if (attention.size() > 3) matrix.attention_backend = attention[3].cast<uint8_t>();
+              if (attention.size() > 5) {
+                matrix.head_dim = attention[4].cast<int64_t>();
+                matrix.queries = attention[5].cast<int64_t>();
+              }
             }
             if (described.contains("tf32")) matrix.tf32 = described["tf32"].cast<bool>();
             if (described.contains("convolution")) matrix.convolution = described["convolution"].cast<bool>();

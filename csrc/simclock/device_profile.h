@@ -17,11 +17,17 @@ struct Link {
   double latency = 0;    // s per message
 };
 
-// An attention kernel's attained FLOP/s by sequence length (published
-// microbenchmarks at one head dim), a causal launch counting half its FLOPs;
-// between the points by the sequence length's log, beyond them the nearest.
+// An attention kernel's attained FLOP/s by sequence length (measured at one head
+// dim), a causal launch counting half its FLOPs; between the points by the sequence
+// length's log, beyond them the nearest. The kernel computes whole tiles of queries
+// by keys (0: not stated), so a sequence that is not a multiple of a tile costs what
+// the tiles it needs cost; a head dim other than the curve's attains
+// (head_dim / curve's)^head_dim_exponent of its rate.
 struct AttentionCurve {
   std::vector<double> sequence, flops, causal_flops;  // causal_flops empty: as flops
+  int64_t query_tile = 0, key_tile = 0;
+  int64_t head_dim = 0;  // (0: rates for any head dim)
+  double head_dim_exponent = 0;
   bool known() const { return !sequence.empty(); }
 };
 

@@ -85,6 +85,12 @@ std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfil
 
 // A fused attention kernel's compute time by the profile's curve for its pass,
 // if it has one: the kernel skips a causal mask's masked half.
+// What a length costs in whole tiles, against the length itself (1: a multiple of the tile, or no tile).
+double whole_tiles(int64_t length, int64_t tile) {
+  if (tile <= 0 || length <= 0) return 1.0;
+  return static_cast<double>((length + tile - 1) / tile * tile) / static_cast<double>(length);
+}
+
 std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProfile& p, AttentionBackend which) {
   if (cost.work != Work::Matrix || cost.attention_pass == 0) return std::nullopt;
   size_t backend = std::min<size_t>(static_cast<size_t>(which), p.attention_forward.size() - 1);
@@ -109,7 +115,13 @@ std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProf
       }
     }
   }
-  return cost.flops * (cost.attention_causal ? 0.5 : 1.0) / rate;
+  if (curve.head_dim > 0 && curve.head_dim_exponent > 0 && cost.attention_head_dim > 0) {
+    rate *= std::pow(static_cast<double>(cost.attention_head_dim) / static_cast<double>(curve.head_dim),
+                     curve.head_dim_exponent);
+  }
+  const int64_t queries = cost.attention_queries > 0 ? cost.attention_queries : cost.attention_sequence;
+  const double tiles = whole_tiles(queries, curve.query_tile) * whole_tiles(cost.attention_sequence, curve.key_tile);
+  return cost.flops * tiles * (cost.attention_causal ? 0.5 : 1.0) / rate;
 }
 
 // The dimension a tensor's elements run along in memory: its dimension of the

@@ -166,6 +166,14 @@ def test_a_profile_that_inherits_states_only_what_differs(tmp_path):
     ("attention", {"priority": ["cudnn", "cudnn"]}, "attention.priority"),
     ("multi_tensor_apply", {"chunk": 0}, "multi_tensor_apply.chunk"),
     ("memory_classes", {"softmax": {"rate": 5.0}}, "memory_classes.softmax.rate"),
+    ("attention", {"cudnn": {"forward": {"sequence": [512], "flops": [1e14], "tile": [64]}}},
+     "attention.cudnn.forward.tile"),
+    ("attention", {"cudnn": {"forward": {"sequence": [512], "flops": [1e14], "head_dim_exponent": 0.3}}},
+     "attention.cudnn.forward.head_dim_exponent"),
+    ("attention", {"cudnn": {"forward": {"sequence": [512], "flops": [1e14], "head_dim": 128,
+                                         "head_dim_exponent": 3}}}, "attention.cudnn.forward.head_dim_exponent"),
+    ("attention", {"cudnn": {"forward": {"sequence": [512], "flops": [1e14], "tiles": [64, 128]}}},
+     "attention.cudnn.forward.tiles"),
 ])
 def test_a_profile_field_out_of_range_is_refused_by_name(field, value, message):
     profile = dict(part_fit._raw("h100-sxm"), **{field: value})
@@ -365,6 +373,64 @@ def test_fused_attention_is_priced_as_the_parts_kernels_alone(kv_heads):
     launches, _ = _launches(make, part("h100-sxm"))
     assert [x.op for x in launches] == ["aten::_scaled_dot_product_flash_attention_for_cpu",
                                         "aten::_scaled_dot_product_flash_attention_for_cpu_backward"]
+
+
+def _cudnn_curves(**shape) -> dict:
+    """h100-sxm with its cuDNN attention curves flat (one rate at every length) and `shape` added to both."""
+    base = part("h100-sxm")
+    attention = json.loads(json.dumps(base["attention"]))
+    for direction in ("forward", "backward"):
+        attention["cudnn"][direction] = dict({"sequence": [512], "flops": [4e14]}, **shape)
+    return dict(base, attention=attention)
+
+
+def _sdpa_forward(seq, head_dim=128, heads=16):
+    def make():
+        q, k, v = (torch.empty(8, heads, seq, head_dim, device="simhpu", dtype=torch.bfloat16) for _ in range(3))
+        return lambda: F.scaled_dot_product_attention(q, k, v)
+    return make
+
+
+def test_an_attention_kernel_costs_the_whole_tiles_its_sequence_needs():
+    # (cuDNN's forward computes blocks of 64 queries by 128 keys: 1,000 keys cost what 1,024 do; the
+    # sequences here are long enough that the kernel is bound by its arithmetic, not its memory)
+    plain, tiled = _cudnn_curves(), _cudnn_curves(tile=[64, 128])
+    assert device_seconds(_sdpa_forward(1000), plain) == pytest.approx(
+        device_seconds(_sdpa_forward(1024), plain) * (1000 / 1024) ** 2, rel=0.02)
+    assert device_seconds(_sdpa_forward(1000), tiled) == pytest.approx(device_seconds(_sdpa_forward(1024), tiled),
+                                                                       rel=0.02)
+    assert device_seconds(_sdpa_forward(1024), tiled) == pytest.approx(device_seconds(_sdpa_forward(1024), plain),
+                                                                       rel=1e-6)
+
+
+def test_an_attention_rate_scales_with_the_head_dim_by_the_profiles_exponent():
+    # (at head dim 64 the part's fused attention attains 0.83-0.9 of its rate at 128, measured at 2k-8k keys)
+    plain, scaled = _cudnn_curves(head_dim=128), _cudnn_curves(head_dim=128, head_dim_exponent=0.5)
+    assert device_seconds(_sdpa_forward(2048, head_dim=64, heads=32), scaled) == pytest.approx(
+        device_seconds(_sdpa_forward(2048, head_dim=64, heads=32), plain) * 2 ** 0.5, rel=0.02)
+    assert device_seconds(_sdpa_forward(2048), scaled) == pytest.approx(device_seconds(_sdpa_forward(2048), plain),
+                                                                        rel=1e-6)
+
+
+def test_the_fit_reads_attention_tiles_from_the_kernels_names_and_the_head_dim_exponent_from_other_head_dims():
+    truth = _cudnn_curves(head_dim=128, head_dim_exponent=0.4)
+    names = {"forward": "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_kernel0_0",
+             "backward": "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x128_1x4x1_kernel0_0"}
+    cases = []
+    for seq, head_dim, heads in ((512, 128, 16), (2048, 128, 16), (2048, 64, 32), (8192, 64, 32)):
+        for call in (part_measure.SDPA_F, part_measure.SDPA_FB):
+            kernels = {names["forward"]: 1, **({names["backward"]: 1} if call == part_measure.SDPA_FB else {})}
+            cases.append(dict(kind="attention", call=call, backend="default", dtype="bfloat16", batch=16384 // seq,
+                              heads=heads, kv_heads=heads, seq=seq, head_dim=head_dim, causal=False, kernels=kernels,
+                              timing="device (CUDA graph of 20 calls, median of 5 replays)", seconds=1.0))
+    rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]
+    fitted, notes = dict(part("h100-sxm")), []
+    part_fit._fit_attention(fitted, [(row, part_fit.normalised(row)) for row in rows], notes)
+    cudnn = fitted["attention"]["cudnn"]
+    assert cudnn["forward"]["tile"] == [64, 128] and cudnn["backward"]["tile"] == [64, 64]
+    assert cudnn["forward"]["head_dim"] == 128
+    assert cudnn["forward"]["head_dim_exponent"] == pytest.approx(0.4, abs=0.02)
+    load_profile(fitted)
 
 
 def test_a_rows_own_backend_is_kept_when_it_is_normalised():

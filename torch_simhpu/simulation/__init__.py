@@ -274,6 +274,32 @@ def _validated(data: dict, where: str) -> dict:
 _PASSES = ("forward", "backward")
 
 
+def _attention_kernel_shape(curve: dict, where: str, problem) -> dict:
+    """A curve's optional tile ([queries, keys] a kernel's block computes), the head dim its rates were
+    measured at, and how the rate scales with the head dim ((head_dim / its)^exponent)."""
+    out = {}
+    if "tile" in curve:
+        tile = curve["tile"]
+        if (not isinstance(tile, list) or len(tile) != 2
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 1024 for n in tile)):
+            raise problem(f"{where}.tile", f"[queries, keys] a block computes, ints in 1..1024, got {tile!r}")
+        out["tile"] = tile
+    if "head_dim" in curve:
+        head_dim = curve["head_dim"]
+        if not isinstance(head_dim, int) or isinstance(head_dim, bool) or not 0 < head_dim <= 1024:
+            raise problem(f"{where}.head_dim", f"the head dim the rates were measured at, an int in 1..1024, "
+                                               f"got {head_dim!r}")
+        out["head_dim"] = head_dim
+    if "head_dim_exponent" in curve:
+        exponent = curve["head_dim_exponent"]
+        if not isinstance(exponent, (int, float)) or isinstance(exponent, bool) or not 0 <= exponent <= 2:
+            raise problem(f"{where}.head_dim_exponent", f"a number in [0, 2], got {exponent!r}")
+        if "head_dim" not in curve:
+            raise problem(f"{where}.head_dim_exponent", "needs the head_dim the rates were measured at")
+        out["head_dim_exponent"] = float(exponent)
+    return out
+
+
 def _attention_section(attention: dict, problem, positive) -> dict:
     """{"priority": [backend, ...], backend: {pass: curve}}: the backends' curves (a profile's
     top-level forward/backward are the flash backend's) and the order PyTorch tries them in."""
@@ -313,6 +339,11 @@ def _attention_section(attention: dict, problem, positive) -> dict:
                 if min(checked) == 0:
                     raise problem(f"{where}.{rates}", "rates > 0")
                 out[backend][direction][rates] = checked
+            unknown = set(curve) - {"sequence", "flops", "causal_flops", "tile", "head_dim", "head_dim_exponent", "source"}
+            if unknown:
+                raise problem(f"{where}.{sorted(unknown)[0]}", "one of sequence, flops, causal_flops, tile, head_dim, "
+                                                               "head_dim_exponent")
+            out[backend][direction].update(_attention_kernel_shape(curve, where, problem))
     priority = attention.get("priority", ["flash", "efficient", "math", "cudnn"])
     allowed = (*kernel_choice.BACKENDS, "math")
     if (not isinstance(priority, list) or not priority or any(b not in allowed for b in priority)
@@ -1008,14 +1039,17 @@ _ATTENTION = {
 }
 
 
-def _attention(name: str, args: list) -> tuple[int, bool, int] | None:
-    """(pass, causal, the keys' sequence length) of a fused attention kernel, for its curve (launch_cost.cpp)."""
+def _attention(name: str, args: list) -> tuple[int, bool, int, int, int] | None:
+    """(pass, causal, the keys' sequence length, the head dim, the queries' sequence length) of a fused
+    attention kernel, for its curve and its tiles (launch_cost.cpp)."""
     if name not in _ATTENTION:
         return None
     direction, causal_at = _ATTENTION[name]
     try:
-        key = args[2] if direction == 2 else args[1]  # (a backward's first argument is the output's gradient)
-        return direction, bool(args[causal_at]) if causal_at < len(args) else False, int(key.shape[-2])
+        # (a backward's first argument is the output's gradient)
+        query, key = (args[1], args[2]) if direction == 2 else (args[0], args[1])
+        causal = bool(args[causal_at]) if causal_at < len(args) else False
+        return direction, causal, int(key.shape[-2]), int(query.shape[-1]), int(query.shape[-2])
     except (AttributeError, IndexError, TypeError, ValueError):
         return None
 
@@ -1124,7 +1158,8 @@ def _install_flop_formulas() -> None:
             backend = _attention_backend(name, args)
             if backend == "math":  # the part runs it unfused: matrix work at the GEMMs' rate
                 return counted
-            described["attention"] = (*attention, kernel_choice.BACKENDS.index(backend))
+            direction, causal, keys, head_dim, queries = attention
+            described["attention"] = (direction, causal, keys, kernel_choice.BACKENDS.index(backend), head_dim, queries)
         if _tf32(name, args):
             described["tf32"] = True
         if "convolution" in name:  # (cuDNN's kernels: the profile's convolution efficiency, not a GEMM's waves)
