@@ -653,7 +653,7 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
     for row, case in attention:
         if case["head_dim"] != reference_head_dim or case["kv_heads"] != case["heads"]:
             continue  # (curves at one head dim; other shapes are what they are judged on)
-        backend = _default_backend(profile, case) if case["backend"] == "default" else case["backend"]
+        backend = _backend_of(profile, case)
         q = (case["batch"], case["heads"], case["seq"], case["head_dim"])
         flops = sdpa_flop_count(q, q, q)
         if case["call"] == part_measure.SDPA_F:
@@ -688,8 +688,8 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
             if direction in attention_profile and backend == "flash":
                 attention_profile.pop(direction)  # (the top-level flash curves move under 'flash')
             before = attention_profile.setdefault(backend, {}).get(direction, {})
-            kept = {k: before[k] for k in ("tile", "head_dim", "head_dim_exponent") if k in before}
-            attention_profile[backend][direction] = dict(kept, **curve)
+            kept = {k: before[k] for k in ("tile", "head_dim_exponent") if k in before}
+            attention_profile[backend][direction] = dict(kept, **curve, head_dim=reference_head_dim)
         notes.append(f"attention {backend}: curves at {sorted(directions.get('forward', {}).get('flops', {}))} keys")
     if "cudnn" in curves and attention_profile.get("rules", "cuda") == "cuda":
         attention_profile["priority"] = ["cudnn", "flash", "efficient", "math"]
@@ -716,34 +716,23 @@ def _fit_attention_kernel_shape(profile: dict, attention: list[tuple[dict, dict]
     for backend, patterns in _TILE_IN_NAME.items():
         for direction, pattern in patterns.items():
             curve = attention_profile.get(backend, {}).get(direction)
-            if curve is None:
-                continue
-            curve["head_dim"] = reference_head_dim
-            for row, case in attention:
-                names = " ".join(row.get("kernels") or {})
-                found = pattern.search(names)
-                backend_of = _default_backend(profile, case) if case["backend"] == "default" else case["backend"]
-                if found and backend_of == backend:
-                    curve["tile"] = [int(found.group(1)), int(found.group(2))]
-                    notes.append(f"attention {backend} {direction}: tiles of {curve['tile'][0]} queries x "
-                                 f"{curve['tile'][1]} keys (its kernels' names)")
-                    break
-    others = [row for row, case in attention if case["call"] == part_measure.SDPA_F
+            found = next((m for m in (pattern.search(" ".join(row.get("kernels") or {})) for row, case in attention
+                                      if _backend_of(profile, case) == backend) if m), None)
+            if curve is not None and found:
+                curve["tile"] = [int(found.group(1)), int(found.group(2))]
+                notes.append(f"attention {backend} {direction}: tiles of {curve['tile'][0]} queries x "
+                             f"{curve['tile'][1]} keys (its kernels' names)")
+    others = [(row, case) for row, case in attention if case["call"] == part_measure.SDPA_F
               and case["head_dim"] != reference_head_dim and case["kv_heads"] == case["heads"]]
     for backend, curves in attention_profile.items():
         if not isinstance(curves, dict) or "forward" not in curves:
             continue
         first = curves["forward"]["sequence"][0]
-        mine = [row for row in others if normalised(row)["seq"] >= first and (
-            _default_backend(profile, normalised(row)) if normalised(row)["backend"] == "default"
-            else normalised(row)["backend"]) == backend]
+        mine = [row for row, case in others if case["seq"] >= first and _backend_of(profile, case) == backend]
         for direction in ("forward", "backward"):  # (priced at the curves' own head dim)
             curves.get(direction, {}).pop("head_dim_exponent", None)
-        exponents = []
-        for result in evaluate(mine, profile):
-            if result["priced"]:
-                ratio = result["case"]["head_dim"] / reference_head_dim
-                exponents.append(math.log(result["priced"] / result["row"]["seconds"]) / math.log(ratio))
+        exponents = [math.log(r["priced"] / r["row"]["seconds"]) / math.log(r["case"]["head_dim"] / reference_head_dim)
+                     for r in evaluate(mine, profile) if r["priced"]]
         if exponents:
             exponent = min(2.0, max(0.0, statistics.median(exponents)))
             for direction in ("forward", "backward"):
@@ -751,6 +740,11 @@ def _fit_attention_kernel_shape(profile: dict, attention: list[tuple[dict, dict]
                     curves[direction]["head_dim_exponent"] = exponent
             notes.append(f"attention {backend}: rate x (head dim / {reference_head_dim})^{exponent:.2f} "
                          f"({len(exponents)} rows at other head dims)")
+
+
+def _backend_of(profile: dict, case: dict) -> str:
+    """The attention backend a row ran: the one it names, or the one PyTorch's default took."""
+    return _default_backend(profile, case) if case["backend"] == "default" else case["backend"]
 
 
 def _default_backend(profile: dict, case: dict) -> str:

@@ -83,13 +83,15 @@ std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfil
   return best;
 }
 
-// A fused attention kernel's compute time by the profile's curve for its pass,
-// if it has one: the kernel skips a causal mask's masked half.
 // What a length costs in whole tiles, against the length itself (1: a multiple of the tile, or no tile).
 double whole_tiles(int64_t length, int64_t tile) {
   if (tile <= 0 || length <= 0) return 1.0;
   return static_cast<double>((length + tile - 1) / tile * tile) / static_cast<double>(length);
 }
+
+// A fused attention kernel's compute time by the profile's curve for its pass,
+// if it has one: the kernel skips a causal mask's masked half, computes whole
+// tiles and attains its curve's rate scaled by its head dim.
 
 std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProfile& p, AttentionBackend which) {
   if (cost.work != Work::Matrix || cost.attention_pass == 0) return std::nullopt;

@@ -13,12 +13,12 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
-#include <utility>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 namespace simhpu::simclock {
 

@@ -172,6 +172,8 @@ def test_a_profile_that_inherits_states_only_what_differs(tmp_path):
      "attention.cudnn.forward.head_dim_exponent"),
     ("attention", {"cudnn": {"forward": {"sequence": [512], "flops": [1e14], "head_dim": 128,
                                          "head_dim_exponent": 3}}}, "attention.cudnn.forward.head_dim_exponent"),
+    ("attention", {"cudnn": {"forward": {"sequence": [512], "flops": [1e14], "head_dim": 0}}},
+     "attention.cudnn.forward.head_dim"),
     ("attention", {"cudnn": {"forward": {"sequence": [512], "flops": [1e14], "tiles": [64, 128]}}},
      "attention.cudnn.forward.tiles"),
 ])
