@@ -48,7 +48,7 @@ import os
 from dataclasses import dataclass
 
 
-from torch_simhpu import _C
+from torch_simhpu import _C, host_memory
 
 VALUES = {"placeholder": 0, "error": 1}
 
@@ -78,11 +78,13 @@ def start(profile: dict, values: str = "placeholder", keep_capacity: bool = Fals
     _C._synchronize_all()  # what was launched before runs: only what follows is phantom
     _C._phantom_clear_host_reads()
     _C._phantom_set(True, VALUES[values], known_bytes)
+    host_memory.start()  # (a large job's processes share this machine: what they free goes back)
 
 
 def stop() -> None:
     global _capacity_before
     _C._phantom_set(False, 0)
+    host_memory.stop()
     if _capacity_before is not None and _C._set_device_capacity(_capacity_before):
         _capacity_before = None  # (refused while the block's tensors live: the part's capacity stays)
 

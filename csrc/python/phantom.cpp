@@ -40,10 +40,10 @@ void bind_phantom(py::module_& m) {
   });
   m.def("_phantom_clear_host_reads", &phantom::clear_host_reads);
   m.def("_set_device_capacity", &set_device_capacity);
-  // The host heap's free pages back to the system: glibc keeps what a step freed, scattered over
-  // its arenas, for reuse. A phantom rank of a large job (one of sixteen processes on this machine)
-  // then holds what it uses, not its step's high-water mark. False where the C library has no
-  // such call.
+  // The host heap's free pages back to the system: glibc keeps what the program freed, scattered
+  // over its arenas, for reuse. A phantom rank of a large job (one of sixteen processes on this
+  // machine) then holds what it uses, not its high-water mark (torch_simhpu/host_memory.py calls it
+  // each second, without the GIL). False where the C library has no such call.
   m.def("_release_free_host_memory", [] {
 #if defined(__GLIBC__)
     malloc_trim(0);
@@ -51,7 +51,7 @@ void bind_phantom(py::module_& m) {
 #else
     return false;
 #endif
-  });
+  }, py::call_guard<py::gil_scoped_release>());
 }
 
 } // namespace simhpu

@@ -612,8 +612,6 @@ class Simulation:
             self._ledger.mark_optimizer(optimizer)
             if depth[0] == 0:
                 self.step_ends.append(_C._simclock_device_now(device))
-                if phantom.enabled():  # (a stage of a joined job: its heap back to the machine, see phantom.cpp)
-                    _C._release_free_host_memory()
 
         self._step_hooks = (register_optimizer_step_pre_hook(step_began),
                             register_optimizer_step_post_hook(step_ended))
