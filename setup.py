@@ -254,7 +254,8 @@ setup(
               "torch_simhpu.testing",
               "torch_simhpu.codegen", "torch_simhpu.codegen.dest"],
     package_dir={"torch_simhpu.codegen": "codegen"},
-    package_data={"torch_simhpu": ["*.pyi", "py.typed", "profiles/*.json", "report.html"], "torch_simhpu.codegen": ["templates/*.j2"]},
+    package_data={"torch_simhpu": ["*.pyi", "py.typed"], "torch_simhpu.simulation": ["profiles/*.json", "report.html"],
+                  "torch_simhpu.codegen": ["templates/*.j2"]},
     ext_modules=[core_library, python_module],  # in this order: _C links the library
     cmdclass={"build_py": BuildPyWithCodegen, "build_ext": BuildExtWithCodegen.with_options(use_ninja=True),
               "bdist_wheel": torch_simhpu_packaging.keeping_one_wheel(torch_simhpu_packaging.default_bdist_wheel())},

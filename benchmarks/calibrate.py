@@ -33,7 +33,7 @@ from torch_simhpu.simulation import PROFILE_DIR
 
 PUBLISHED = Path(__file__).with_name("published.json")
 # The checkout's profiles when run from one (those --write edits), else the installed package's.
-CHECKOUT_PROFILES = Path(__file__).resolve().parent.parent / "torch_simhpu" / "profiles"
+CHECKOUT_PROFILES = Path(__file__).resolve().parent.parent / "torch_simhpu" / "simulation" / "profiles"
 PROFILES = CHECKOUT_PROFILES if CHECKOUT_PROFILES.is_dir() else PROFILE_DIR
 # What a fitted constant may be: bisection brackets, and whether a larger value makes the part faster.
 FITTABLE = {
@@ -50,9 +50,9 @@ FITTABLE = {
 
 
 def shipped(name: str) -> dict:
-    """A shipped profile's fields, what it inherits merged in (torch_simhpu.simulation)."""
-    from torch_simhpu import simulation
-    return simulation._read_profile(PROFILES / f"{name}.json", name, ())
+    """A shipped profile's fields, what it inherits merged in (torch_simhpu/simulation/part_profiles.py)."""
+    from torch_simhpu.simulation import part_profiles
+    return part_profiles._read_profile(PROFILES / f"{name}.json", name, ())
 
 
 def set_path(profile: dict, path: str, value: float) -> None:

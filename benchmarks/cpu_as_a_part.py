@@ -7,11 +7,11 @@ profile and hold the prices to the steps' real CPU time.
 
 What it does, all in this process:
 1. times the calls `python -m torch_simhpu.profile_part --device cpu` times (GEMMs, attention,
-   memory-bound classes, launches, optimizer steps: torch_simhpu/part_measure.py) and the zoo's
+   memory-bound classes, launches, optimizer steps: torch_simhpu/simulation/part_measure.py) and the zoo's
    training steps at "cpu" scale, in --passes passes one after another, each call and step keeping
    its fastest pass: this machine's speed drifts by a third over tens of seconds (another tenant,
    its clock), and the fastest pass is the one state all rows share;
-2. fits the cpu-host profile on half of the calls (torch_simhpu/part_fit.py; the CPU is its own
+2. fits the cpu-host profile on half of the calls (torch_simhpu/simulation/part_fit.py; the CPU is its own
    host, so a launch returns when its kernel ends: the profile's synchronous_launches) and reports
    the errors on the other half;
 3. prices each step end to end under phantom execution on the fitted profile (float32, as the CPU
@@ -36,7 +36,7 @@ TARGET = 0.20  # the issue's: each step's price within 20 % of its real time
 
 
 def _quick_cases() -> list[dict]:
-    from torch_simhpu import part_measure
+    from torch_simhpu.simulation import part_measure
     keep = {part_measure.GEMM, "x + y", "torch.softmax(x, -1)", *part_measure.HOST_CALLS}
     return [c for c in part_measure.cpu_cases() if c["call"] in keep]
 
@@ -67,7 +67,8 @@ class SpeedProbe:
 def measure(passes: int, models: list[str], cases: list[dict], time_limit: float, log) -> dict:
     """Every call, then every step (all built first), in each pass, each beside the speed probe;
     each keeps its fastest pass after scaling to the machine's best speed."""
-    from torch_simhpu import model_zoo, part_measure
+    from torch_simhpu import model_zoo
+    from torch_simhpu.simulation import part_measure
     probe = SpeedProbe()
     taken: dict[str, list[tuple[dict, float]]] = {}  # (row, the probe's seconds around it)
     result = None
@@ -100,7 +101,7 @@ def measure(passes: int, models: list[str], cases: list[dict], time_limit: float
 
 
 def price_steps(rows: list[dict], profile: dict) -> list[dict]:
-    from torch_simhpu import part_fit
+    from torch_simhpu.simulation import part_fit
     return part_fit.evaluate([r for r in rows if r["kind"] == "step"], profile)
 
 
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
 
-    from torch_simhpu import part_measure, profile_part
+    from torch_simhpu.simulation import part_measure, profile_part
     from torch_simhpu.simulation import load_profile
 
     torch.set_num_threads(args.threads)

@@ -8,7 +8,7 @@ The calibration set is ../shared/measurements/h100-sxm-2026-11-27.json (186 call
 real H100 SXM, torch 2.11 + CUDA 13) with benchmarks/measurements/h100-sxm-2026-11-28-vision.json
 (39 calls on another H100: batch norm, pooling, column sums, float32 layer norms, convolutions
 with three input channels or channels_last, attention at 128-256 keys; none at a training
-step's shapes). torch_simhpu.part_fit splits it: within each group of alike rows, every other
+step's shapes). torch_simhpu.simulation.part_fit splits it: within each group of alike rows, every other
 size is held out. The constants of h100-sxm (memory and matrix
 efficiencies, the memory classes' traffic and floors, each attention backend's curves, TF32,
 convolutions, the host link, launch costs, multi-tensor apply's kernels) are fitted on the rest
@@ -53,7 +53,7 @@ HELD_OUT = {"another H100 SXM (other shapes, steps)": (HERE / "measurements" / "
             "an H200 (its memory-bound rows in the family fit, the rest not)": FAMILY,
             "a third H100 SXM (2026-11-28)": (HOST_MACHINE, "h100-sxm"),
             "a second H200 (2026-11-28)": (HERE / "measurements" / "h200-2026-11-28.json", "h200")}
-PROFILE = ROOT / "torch_simhpu" / "profiles" / "h100-sxm.json"
+PROFILE = ROOT / "torch_simhpu" / "simulation" / "profiles" / "h100-sxm.json"
 
 
 def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
@@ -68,19 +68,19 @@ def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
 
 def host_rows(rows: list[dict]) -> list[dict]:
     """A file's host rows: the host's time per eager launch, per optimizer step's tensor, per autograd node."""
-    from torch_simhpu import part_measure
+    from torch_simhpu.simulation import part_measure
     return [r for r in rows if r["kind"] == "launch" and r["call"] in part_measure.HOST_CALLS]
 
 
 def with_host_of(profile: dict, rows: list[dict]) -> dict:
     """`profile` with the host constants `rows`' host rows set (the rest as it is)."""
-    from torch_simhpu import part_fit
+    from torch_simhpu.simulation import part_fit
     fitted, _ = part_fit.fit(host_rows(rows), json.loads(json.dumps(profile)), log=lambda *_: None)
     return fitted
 
 
 def fitted_profile(rows: list[dict], log=print) -> tuple[dict, list[str], list[dict], list[dict]]:
-    from torch_simhpu import part_fit
+    from torch_simhpu.simulation import part_fit
     fit_rows, held = part_fit.split(rows)
     profile, notes = part_fit.fit(fit_rows, "h100-sxm", log=log)
     # (the host: the launch row's machine lacks the other two host rows; HOST_MACHINE has all three)
@@ -95,7 +95,7 @@ def fitted_profile(rows: list[dict], log=print) -> tuple[dict, list[str], list[d
 
 
 def table(results: list[dict]) -> dict:
-    from torch_simhpu import part_fit
+    from torch_simhpu.simulation import part_fit
     return part_fit.summary(results)
 
 
@@ -115,7 +115,7 @@ def print_table(title: str, summary: dict, markdown: bool) -> None:
 
 
 def print_rows(results: list[dict], kinds=("step",)) -> None:
-    from torch_simhpu import part_measure
+    from torch_simhpu.simulation import part_measure
     for r in results:
         if r["row"]["kind"] in kinds:
             err = "unpriceable: " + r.get("failure", "") if r["error"] is None else f"{r['error'] * 100:+6.1f} %"
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", action="store_true", help="print every held-out row's error")
     args = parser.parse_args(argv)
     import torch_simhpu  # noqa: F401 - the device
-    from torch_simhpu import part_fit
+    from torch_simhpu.simulation import part_fit
 
     rows = calibration_rows()
     profile, notes, fit_rows, held = fitted_profile(rows, log=lambda *_: None)
@@ -185,23 +185,23 @@ def profile_text(profile: dict) -> str:
 
 def _raw_member(fitted_h100: dict, name: str) -> dict:
     """`name`'s profile as a raw dict (inheritance merged) with the fitted H100 constants."""
-    from torch_simhpu import simulation
-    own = json.loads((simulation.PROFILE_DIR / f"{name}.json").read_text())
+    from torch_simhpu.simulation import part_profiles
+    own = json.loads((part_profiles.PROFILE_DIR / f"{name}.json").read_text())
     if own.get("inherits") != "h100-sxm":
         return own
     own.pop("inherits")
-    return simulation._merged(fitted_h100, own)
+    return part_profiles._merged(fitted_h100, own)
 
 
 def _family_member(fitted_h100: dict, name: str) -> dict:
     """`name`'s profile with the fitted H100 constants under its own fields (what --write would ship)."""
-    from torch_simhpu import simulation
-    own = json.loads((simulation.PROFILE_DIR / f"{name}.json").read_text())
+    from torch_simhpu.simulation import part_profiles
+    own = json.loads((part_profiles.PROFILE_DIR / f"{name}.json").read_text())
     if own.get("inherits") != "h100-sxm":
-        return simulation.load_profile(name)
+        return part_profiles.load_profile(name)
     own = dict(own)
     own.pop("inherits")
-    return simulation.load_profile(simulation._merged(fitted_h100, own))
+    return part_profiles.load_profile(part_profiles._merged(fitted_h100, own))
 
 
 if __name__ == "__main__":

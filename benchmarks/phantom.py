@@ -56,7 +56,7 @@ LAUNCH_RATES = textwrap.dedent("""
         return n / best
     x = torch.ones(1, device="simhpu")
     out["torch.add, 1 element, from Python"] = rate(lambda: torch.add(x, x), 20000)
-    if torch_simhpu.phantom.enabled():
+    if torch_simhpu.simulation.phantom.enabled():
         w = torch.empty(8192, 8192, device="simhpu", dtype=torch.bfloat16)
         out["matmul 8192^2 bfloat16, from Python"] = rate(lambda: w @ w, 20000)
     print(json.dumps(out))
@@ -80,7 +80,7 @@ TITAN_ROWS = [
     ("Table 4, 70B FSDP 32 x TP 8, 256 GPUs", "70B", 256, 8, 16, ("full", "op"), 829, 71.9, False),
 ]
 SEQ_LEN = 8192
-PROFILE = "h100-hbm2e-96gb"  # the published hardware (torch_simhpu/profiles/h100-hbm2e-96gb.json)
+PROFILE = "h100-hbm2e-96gb"  # the published hardware (torch_simhpu/simulation/profiles/h100-hbm2e-96gb.json)
 
 
 def titan_config(folder, flavor, tp, batch, ac) -> str:

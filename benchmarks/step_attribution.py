@@ -61,7 +61,9 @@ def priced_step(model: str, profile: str, scale: str = "gpu") -> dict:
     import torch_simhpu  # noqa: F401 - the device
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-    from torch_simhpu import model_zoo, part_fit
+    from torch_simhpu import model_zoo
+
+    from torch_simhpu.simulation import part_fit
     optimizer_began = []
     hook = register_optimizer_step_pre_hook(
         lambda *_: optimizer_began.append(torch_simhpu._C._simclock_host_now()))

@@ -5,11 +5,23 @@ import sys
 
 import torch
 
-from torch_simhpu import _C, device
+from torch_simhpu import _C, chaos, device, sanitizer, simulation
 from torch_simhpu._device_name import DEVICE_TYPE
+from torch_simhpu.simulation import pricing
+
+
+def _attach_the_lenses() -> None:
+    """The lenses' faces on torch.simhpu (the device module names none of them): chaos scheduling,
+    the stream sanitizer, simulated time and pricing."""
+    device.chaos = chaos
+    device.sanitizer = sanitizer
+    device.simulation = simulation
+    device.profiles, device.set_profile, device.simulate = simulation.profiles, simulation.set_profile, simulation.simulate
+    device.price, device.price_collective = pricing.price, pricing.price_collective
 
 
 def register(backward_may_have_run: bool) -> None:
+    _attach_the_lenses()
     device.simulation._start_from_environment()  # first: the memory's capacity may follow the profile
     device.simulation.simulated_ranks._start_from_environment()
     torch.utils.rename_privateuse1_backend(DEVICE_TYPE)

@@ -123,7 +123,7 @@ def _fake_process_group() -> None:
 def gloo_groups_without_peers() -> None:
     """torch.distributed.distributed_c10d._new_process_group_helper: gloo's groups under simulated ranks.
 
-    Called by torch_simhpu/simulated_ranks.py only. A gloo group ("gloo", "cpu:gloo,simhpu:simccl",
+    Called by torch_simhpu/simulation/simulated_ranks.py only. A gloo group ("gloo", "cpu:gloo,simhpu:simccl",
     new_group(backend="gloo"): CPU offload, async checkpointing) connects to every member before it
     returns, and the members of a simulated world are not there: init_process_group would wait until
     its timeout. PyTorch builds gloo groups by name, with no hook, so the name is changed on the way

@@ -53,8 +53,9 @@ def collect_env() -> str:
     """The report, as text."""
     import torch
     import torch_simhpu
-    from torch_simhpu import chaos, phantom, routes, sanitizer, simulation
+    from torch_simhpu import chaos, routes, sanitizer, simulation
 
+    from torch_simhpu.simulation import phantom
     lines = ["torch_simhpu environment", "",
              f"torch_simhpu: {torch_simhpu.__version__} (the part after '+' hashes the sources it was built from)",
              f"SDK stamp: {_sdk_stamp(torch_simhpu)}",

@@ -6,17 +6,12 @@ import sys
 import torch
 
 from torch_simhpu import _C, _after_import
-from torch_simhpu import chaos  # noqa: F401  (torch.simhpu.chaos)
 from torch_simhpu import graphs  # noqa: F401  (torch.simhpu.graphs)
 from torch_simhpu import streams  # noqa: F401  (torch.simhpu.streams)
 from torch_simhpu import memory  # noqa: F401  (torch.simhpu.memory)
-from torch_simhpu import sanitizer  # noqa: F401  (torch.simhpu.sanitizer)
-from torch_simhpu import simulation  # noqa: F401  (torch.simhpu.simulation)
 from torch_simhpu.graphs import Graph, graph, graph_pool_handle  # noqa: F401
 from torch_simhpu import properties as _properties
 from torch_simhpu.profiler import trace  # noqa: F401
-from torch_simhpu.simulation import profiles, set_profile, simulate  # noqa: F401
-from torch_simhpu.pricing import price, price_collective  # noqa: F401
 from torch_simhpu.routes import OpRoutes, fallback, get_fallback, op_routes, set_fallback  # noqa: F401
 from torch_simhpu.streams import _device, Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
 from torch_simhpu._device_name import DEVICE_TYPE

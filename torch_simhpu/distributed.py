@@ -26,10 +26,11 @@ BACKEND_NAME = "simccl"
 
 def _create_backend(options, _backend_options):
     """The creator torch.distributed calls for each process group that uses simccl."""
-    from torch_simhpu import _C, simulated_ranks
+    from torch_simhpu import _C
 
+    from torch_simhpu.simulation import simulated_ranks
     world_ranks = list(options.global_ranks_in_group or range(options.group_size))
-    if simulated_ranks.world() is not None:  # the peers are not there (torch_simhpu/simulated_ranks.py)
+    if simulated_ranks.world() is not None:  # the peers are not there (torch_simhpu/simulation/simulated_ranks.py)
         transport = FakeProcessGroup._create_internal(options.group_rank, options.group_size)
         return _C._ProcessGroupSimHPU(transport, options.group_rank, options.group_size, world_ranks, True)
     transport = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, options.timeout)

@@ -1,7 +1,7 @@
 """Small, randomly initialised models in plain torch, and one eager training step of each.
 
 They are what simulated time is held to as whole steps: the same step timed on a real part
-(torch_simhpu/part_measure.py, torch alone) and priced on simhpu (benchmarks/step_prices.py).
+(torch_simhpu/simulation/part_measure.py, torch alone) and priced on simhpu (benchmarks/step_prices.py).
 Each model comes at two scales: "gpu" (the sizes people train a layer of at: a GPT-2 124M, a
 Llama-shaped 8-layer model, a ViT-S, a BERT-base, a ResNet-18) and "cpu" (the same shapes,
 small enough for a laptop-class host to step in a fraction of a second).

@@ -103,3 +103,14 @@ def test_device_of_makes_the_tensors_device_current():
     assert torch.simhpu.current_device() == 0
     with torch.simhpu.device_of(torch.ones(1)):
         assert torch.simhpu.current_device() == 0
+
+
+def test_the_lenses_faces_are_on_torch_simhpu():
+    """The device module names no lens (tests/codegen/test_python_layering.py): registration attaches them."""
+    from torch_simhpu import chaos, sanitizer, simulation
+    from torch_simhpu.simulation import pricing
+
+    assert (torch.simhpu.simulate, torch.simhpu.set_profile, torch.simhpu.profiles) == \
+        (simulation.simulate, simulation.set_profile, simulation.profiles)
+    assert (torch.simhpu.price, torch.simhpu.price_collective) == (pricing.price, pricing.price_collective)
+    assert (torch.simhpu.sanitizer, torch.simhpu.chaos, torch.simhpu.simulation) == (sanitizer, chaos, simulation)

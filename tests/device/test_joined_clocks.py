@@ -195,7 +195,7 @@ dist.destroy_process_group()
 def test_every_pytorch_pipeline_schedule_runs_under_phantom_execution_a_process_a_stage(tmp_path, schedule):
     """Each of torch.distributed.pipelining's schedules, unchanged, two simulated ranks under phantom
     execution with their clocks joined: the stages exchange their shapes as pickled objects (through
-    the joined processes' store: torch_simhpu/simulated_objects.py), and a stage waits for its peer."""
+    the joined processes' store: torch_simhpu/simulation/simulated_objects.py), and a stage waits for its peer."""
     (tmp_path / "schedules.py").write_text(SCHEDULES)
     code = ("import sys; from torch_simhpu.simulation import main; "
             "sys.exit(main(['--profile', 'h100-sxm', '--world', '2', '--rank', '0,1', '--no-execute', "

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import torch_simhpu  # noqa: F401
-from torch_simhpu import _C, model_zoo, part_fit, part_measure
+from torch_simhpu import _C, model_zoo
+from torch_simhpu.simulation import part_fit, part_measure
 from torch_simhpu.simulation import Launch, ProfileError, load_profile, simulate
 
 
@@ -238,7 +239,7 @@ def test_profile_part_names_a_measurement_that_runs_past_its_time(tmp_path):
 
 
 def test_profile_part_names_a_measurement_that_fails_and_writes_nothing(tmp_path, monkeypatch):
-    from torch_simhpu import profile_part
+    from torch_simhpu.simulation import profile_part
     bad = dict(kind="gemm", call=part_measure.GEMM, dtype="float32", m=-1, n=4, k=4)
     monkeypatch.setattr(part_measure, "cpu_cases", lambda: [bad])
     output = tmp_path / "part.json"

@@ -12,7 +12,8 @@ import time
 import pytest
 import torch
 
-from torch_simhpu import _C, host_memory
+from torch_simhpu import _C
+from torch_simhpu.simulation import host_memory
 from tests.device.test_simulation import ROUND
 from tests.helpers import run_python
 

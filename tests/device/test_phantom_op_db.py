@@ -10,7 +10,8 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 import torch_simhpu  # noqa: F401
-from torch_simhpu import _C, part_fit
+from torch_simhpu import _C
+from torch_simhpu.simulation import part_fit
 from torch_simhpu.simulation import simulate
 
 # What phantom execution may refuse: the operator's results (or their shapes) are its inputs' values.
@@ -31,7 +32,7 @@ SAMPLES = 3  # (each operator's first samples of each dtype: its shapes, broadca
 
 def _refusals(dtypes, known_bytes: str) -> dict[str, set[str]]:
     """What phantom execution refuses of op_db's samples, made on the device in the block: known to
-    the host with a known-values limit (torch_simhpu/phantom.py), unknown with none ("0")."""
+    the host with a known-values limit (torch_simhpu/simulation/phantom.py), unknown with none ("0")."""
     profile = dict(part_fit._raw("h100-sxm"), memory_capacity=float(_C._memory_limit()))
     refused = collections.defaultdict(set)
     before = os.environ.get("SIMHPU_PHANTOM_KNOWN_BYTES")

@@ -11,7 +11,8 @@ import subprocess
 import pytest
 import torch
 
-from torch_simhpu import _C, memory_ledger
+from torch_simhpu import _C
+from torch_simhpu.simulation import memory_ledger
 from torch_simhpu.simulation import Launch, Simulation, load_profile
 from tests.device.test_phantom import phantom
 from tests.helpers import run_python
@@ -318,17 +319,17 @@ def test_the_command_writes_the_html_report(tmp_path):
 
 
 def test_a_joined_jobs_page_puts_each_rank_on_its_row_and_keeps_each_ranks_longest_launches(monkeypatch):
-    from torch_simhpu import simulation_html
+    from torch_simhpu.simulation import html
 
     def page(ops, launches, window):
         return {"title": "simhpu simulation on h100-sxm", "summary": "report", "window": window, "ops": ops,
                 "launches": launches, "roofline": {"points": []}, "memory": None, "memory_note": "none"}
 
-    monkeypatch.setattr(simulation_html, "MOST_LAUNCHES", 4)  # two a rank
+    monkeypatch.setattr(html, "MOST_LAUNCHES", 4)  # two a rank
     pages = {8: page(["mm", "recv"], [[0, 1.0, 1.5, "matrix", 0, 0], [1, 2.0, 2.1, "collective", 1, 0],
                                       [0, 3.0, 4.0, "matrix", 0, 1]], [1.0, 4.0]),
              0: page(["add"], [[2, 0.5, 0.6, "vector", 0, 0]], [0.5, 3.0])}
-    data = simulation_html.joined_page_data(pages)
+    data = html.joined_page_data(pages)
     assert data["streams"] == ["rank 0", "rank 8"] and data["window"] == [0.5, 4.0]
     assert data["ops"] == ["add", "mm", "recv"]
     drawn = {(row, data["ops"][op], start) for row, start, _, _, op, _ in data["launches"]}

@@ -1,4 +1,4 @@
-"""torch.simhpu.price / price_collective (torch_simhpu/pricing.py): what a call would
+"""torch.simhpu.price / price_collective (torch_simhpu/simulation/pricing.py): what a call would
 cost on a part, priced and not run. Every figure is worked out by hand from ROUND,
 the round-number profile of test_simulation.py."""
 import pytest

@@ -1,5 +1,5 @@
 """Simulated ranks (python -m torch_simhpu.simulation --world N --rank r,
-torch_simhpu/simulated_ranks.py): one process plays one rank of a large world with
+torch_simhpu/simulation/simulated_ranks.py): one process plays one rank of a large world with
 no peers present; the script's torch.distributed, DeviceMesh, FSDP2 and tensor
 parallelism run unchanged, and each collective is priced for its group's place in
 the world."""
@@ -236,9 +236,9 @@ from torch.distributed._functional_collectives import all_to_all_single
 
 dist.init_process_group()
 rank, world = dist.get_rank(), dist.get_world_size()
-import torch_simhpu.phantom
+import torch_simhpu.simulation.phantom
 tokens = torch.randn(512, 64, device="simhpu")
-torch_simhpu.phantom.forget_values(tokens)  # (as a model's activations: values nobody computed)
+torch_simhpu.simulation.phantom.forget_values(tokens)  # (as a model's activations: values nobody computed)
 experts = torch.nn.Linear(64, 16).to("simhpu")(tokens).argmax(-1)
 counts = torch.histc(experts.float(), bins=16, min=0, max=15)  # the stated routing's counts: known
 exchanged = all_to_all_single(counts, None, None, group=dist.group.WORLD)

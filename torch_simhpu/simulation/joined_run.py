@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from torch_simhpu import simulated_ranks
+from torch_simhpu.simulation import simulated_ranks
 
 _page_folder: Path | None = None  # in a forked rank, with --html: where its page's data goes for the job's page
 
@@ -73,9 +73,9 @@ def run(argv: list[str], ranks: list[int], module: str | None, script: str | Non
         pages = {rank: folder / f"rank{rank}.json" for rank in ranks}
         whole = None
         if html is not None and all(page.exists() for page in pages.values()):
-            from torch_simhpu import simulation_html
+            from torch_simhpu.simulation import html as page_writer
 
-            whole = simulation_html.write_joined({rank: json.loads(p.read_text()) for rank, p in pages.items()}, html)
+            whole = page_writer.write_joined({rank: json.loads(p.read_text()) for rank, p in pages.items()}, html)
         shutil.rmtree(folder, ignore_errors=True)
     if failed is not None:
         rank, status = failed
@@ -182,7 +182,5 @@ def save_page(run, top: int) -> None:
     """In a forked rank with --html: its page's data, for the job's page the command writes."""
     if _page_folder is None:
         return
-    from torch_simhpu import simulation_html
-
     rank = os.environ[simulated_ranks.RANK]
-    (_page_folder / f"rank{rank}.json").write_text(json.dumps(simulation_html.page_data(run, top), allow_nan=False))
+    (_page_folder / f"rank{rank}.json").write_text(json.dumps(run.page_data(top), allow_nan=False))

@@ -10,7 +10,7 @@ FakeProcessGroup as its transport. A collective is launched on the
 group's communication stream as ever and priced on the profile's fabric for its group's
 world ranks (a tensor-parallel group within a node, a data-parallel one across
 nodes), and moves no data: simulated ranks run under phantom execution
-(torch_simhpu/phantom.py), where no values are computed anyway.
+(torch_simhpu/simulation/phantom.py), where no values are computed anyway.
 
 The process has one device, simhpu:0, whatever its rank: LOCAL_RANK is 0.
 
@@ -27,7 +27,7 @@ process's rank is then torchrun's RANK.
 
 Object collectives (send_object_list, broadcast_object_list, all_gather_object, ...) between
 simulated ranks take their objects through the joined processes' store
-(torch_simhpu/simulated_objects.py): pipeline stages exchange their shapes so.
+(torch_simhpu/simulation/simulated_objects.py): pipeline stages exchange their shapes so.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def start(world_size: int, rank: int) -> None:
     joined = joined_ranks()
     if joined is not None:
         _join_clocks(rank, joined)
-    from torch_simhpu import simulated_objects
+    from torch_simhpu.simulation import simulated_objects
 
     simulated_objects.install(rank, joined or [rank], _join_store() if joined is not None else None)
 
@@ -137,7 +137,7 @@ def _start_from_environment() -> None:
         return
     if _store is not None:
         return
-    from torch_simhpu import phantom  # (started from the environment just before: see _device_registration)
+    from torch_simhpu.simulation import phantom  # (started from the environment just before: see _device_registration)
 
     if not phantom.enabled():
         raise ValueError(f"{WORLD}: simulated ranks run under phantom execution on a part: "

@@ -3,7 +3,7 @@
 This module needs torch alone (not torch_simhpu's extension), so it runs on any machine
 torch runs on, an H100 without simhpu built included:
 
-    python torch_simhpu/part_measure.py --device cuda -o rows.json     # by path: no package import
+    python torch_simhpu/simulation/part_measure.py --device cuda -o rows.json     # by path: no package import
 
 `python -m torch_simhpu.profile_part` calls it and then fits a profile on what it measured.
 Rows have the shape of ../shared/measurements' files: kind, call, the call's sizes, seconds and

@@ -1,6 +1,6 @@
 """Pricing measured calls on simhpu, and fitting a profile's constants to them.
 
-A row of a measurement file (torch_simhpu/part_measure.py, ../shared/measurements) describes a
+A row of a measurement file (torch_simhpu/simulation/part_measure.py, ../shared/measurements) describes a
 call; `price_row` makes the same call on simhpu under phantom execution with the profile and
 modelled host time, and says how long the part would take, timed as the row was (a CUDA graph's
 rows by the device's busy time, an event's by the span of the call's kernels, a host loop's by
@@ -30,9 +30,9 @@ import statistics
 
 import torch
 
-from torch_simhpu import _C, part_measure
-from torch_simhpu.simulation import Launch, kernel_choice, load_profile, simulate
+from torch_simhpu import _C
 from torch_simhpu._device_name import DEVICE_TYPE
+from torch_simhpu.simulation import Launch, kernel_choice, load_profile, part_measure, simulate
 
 # Which memory class decides a memory-bound call's time (the class whose traffic the row fits).
 CALL_CLASS = {
@@ -770,9 +770,9 @@ def _raw(base: str | dict) -> dict:
         return base
     from pathlib import Path
 
-    from torch_simhpu import simulation
-    path = Path(base) if Path(base).suffix else simulation.PROFILE_DIR / f"{base}.json"
-    return simulation._read_profile(path, str(base), ())
+    from torch_simhpu.simulation import part_profiles
+    path = Path(base) if Path(base).suffix else part_profiles.PROFILE_DIR / f"{base}.json"
+    return part_profiles._read_profile(path, str(base), ())
 
 
 def check(profile: dict) -> dict:

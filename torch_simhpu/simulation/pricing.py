@@ -4,7 +4,7 @@
     torch.simhpu.price(model, x, profile="gaudi2")              # any callable: every kernel it launches
     torch.simhpu.price_collective("all_reduce", 2**30, ranks=1024, profile="h100-sxm")
 
-price() runs the callable on simhpu under phantom execution (torch_simhpu/phantom.py):
+price() runs the callable on simhpu under phantom execution (torch_simhpu/simulation/phantom.py):
 its tensor arguments are stood in for by simhpu tensors of the same shapes, dtypes and
 strides that hold no values, each kernel it launches is priced by the profile's
 cost model as in a simulate() block, and nothing runs. The answer lists the
@@ -27,8 +27,10 @@ from dataclasses import dataclass
 import torch
 from torch.utils import _pytree as pytree
 
-from torch_simhpu import _C, phantom
-from torch_simhpu.simulation import Launch, _measure, _t, _union, load_profile, simulate
+from torch_simhpu import _C
+from torch_simhpu.simulation import phantom, simulate
+from torch_simhpu.simulation.part_profiles import load_profile
+from torch_simhpu.simulation.report import Launch, _measure, _t, _union
 from torch_simhpu._device_name import DEVICE_TYPE
 
 BOUNDS = ("compute", "memory", "latency", "host-link", "fabric")

@@ -2,7 +2,7 @@
 
 torch.distributed's object collectives (send_object_list, recv_object_list,
 broadcast_object_list, all_gather_object) pickle objects into byte tensors and move those; between
-simulated ranks a collective moves no data (torch_simhpu/simulated_ranks.py), so a receiver would
+simulated ranks a collective moves no data (torch_simhpu/simulation/simulated_ranks.py), so a receiver would
 unpickle nothing. Here each of them launches what torch's own does (a tensor of sizes, then the
 bytes, on the group's device: priced and placed on the joined clocks as ever) and takes the objects
 themselves from the store the joined processes share (SIMHPU_JOIN_STORE):

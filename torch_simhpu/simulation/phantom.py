@@ -47,8 +47,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-
-from torch_simhpu import _C, host_memory
+from torch_simhpu import _C
+from torch_simhpu.simulation import host_memory
 
 VALUES = {"placeholder": 0, "error": 1}
 
