@@ -99,7 +99,7 @@ def _check_rules(args) -> None:
     if dialect is None:
         raise UsageError(f"{OPS_YAML} is not in op-plugin's dialect (no all_version:); check-rules reads that "
                          "dialect's gen_opapi rules")
-    from .op_plugin_check import check_rules, summary
+    from .op_plugin.check import check_rules, summary
 
     checks = check_rules(dialect, ops=set(args.ops) or None)
     print(summary(checks, OPS_YAML))

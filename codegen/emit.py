@@ -11,11 +11,11 @@ import tempfile
 
 import jinja2
 
-from .api import op_view
-from .cpp_expr import aten_header
-from .cpp_lines import wrap_cpp
+from .dest.api import op_view
+from .model.cpp_expr import aten_header
+from .dest.cpp_lines import wrap_cpp
 from .dest import adapters, autograd, kernels, op_plugin, python, registrations, stubs
-from .model import DIALECT_IMPLEMENTATIONS, Project
+from .model.operators import DIALECT_IMPLEMENTATIONS, Project
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 TEMP_PREFIX = ".codegen-"  # write_file's temporary files

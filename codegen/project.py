@@ -4,12 +4,13 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from .cpp_expr import ExpressionError, Parsed, Scope, formula_helpers, parse, symint_arguments
-from .derivatives import derivatives_of, load_derivatives
+from .model.cpp_expr import ExpressionError, Parsed, Scope, formula_helpers, parse, symint_arguments
+from .derivatives.loader import derivatives_of, load_derivatives
 from .emit import render, write_tree
 from .errors import CodegenError, Problems  # noqa: F401  (CodegenError: what load_project raises)
-from .model import OP_PLUGIN_REGISTRATION, Project, load_ops, registered_names
-from .stubs import STUB_KERNEL_REGISTRATION
+from .model.operators import OP_PLUGIN_REGISTRATION, Project, registered_names
+from .simhpu_yaml.load import load_ops
+from .simhpu_yaml.stubs import STUB_KERNEL_REGISTRATION
 from .target import Target, backend
 
 OPS_YAML = "op_plugin_functions.yaml"
@@ -71,10 +72,10 @@ def _load_own(root: str, target: Target, ops_file: str, derivatives_file: str | 
 
 
 def _load_dialect(root: str, target: Target) -> Project | None:
-    """The project of a root whose ops file is in op-plugin's dialect (codegen/op_plugin_translate.py), else
+    """The project of a root whose ops file is in op-plugin's dialect (codegen/op_plugin/translate.py), else
     None. Its overlay (OVERLAY_YAML, simhpu's own format), when there is one, gives operators of the dialect
     file simhpu's kernels: an overlay entry replaces the dialect's entry of the same name and schema."""
-    from .op_plugin_translate import translate
+    from .op_plugin.translate import translate
 
     report = load_dialect_project(root)
     if report is None:
@@ -121,9 +122,9 @@ def _naming(entries, names: set):
 
 
 def load_dialect_project(root: str):
-    """The op-plugin dialect's report when the root's ops file is written in it (codegen/op_plugin_dialect.py),
+    """The op-plugin dialect's report when the root's ops file is written in it (codegen/op_plugin/dialect.py),
     else None; raises CodegenError listing every problem of a dialect file."""
-    from .op_plugin_dialect import is_dialect, load_dialect, load_dialect_derivatives
+    from .op_plugin.dialect import is_dialect, load_dialect, load_dialect_derivatives
     from .yaml_loader import LineDict, load_yaml_file
 
     problems = Problems()

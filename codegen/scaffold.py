@@ -6,7 +6,7 @@ import re
 import shutil
 import tempfile
 
-from .cpp_expr import FORMULA_HELPERS_HEADER
+from .model.cpp_expr import FORMULA_HELPERS_HEADER
 from .errors import CodegenError
 from .names import check_identifier
 from .project import DERIVATIVES_YAML, KERNEL_DIR, OP_PLUGIN_DIR, OPS_YAML, load_project

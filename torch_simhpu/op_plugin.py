@@ -5,13 +5,13 @@
     print(loaded)                                  # what was registered, and how
     torch.ops.npu.npu_scaled_mask(x, mask, 0.5)    # a callable name
 
-The file is read by the codegen's dialect reader (torch_simhpu.codegen.op_plugin_dialect: the
+The file is read by the codegen's dialect reader (torch_simhpu.codegen.op_plugin.dialect: the
 entries the installed torch's version serves, every field checked, problems at file:line). Each
 custom operator (the `custom`, `symint`-only and `quant` sections) that simhpu does not already
 provide is defined in the `npu` namespace with its schema and tags. Its kernel is torch_npu's
 (an ACLNN kernel, or a hand-written adapter), which simhpu does not have: calling it on the
 device raises NotImplementedError naming the kernel and how to provide one. Where its gen_opapi
-output rules can be read (torch_simhpu.codegen.op_plugin_rules), they are its fake kernel, so
+output rules can be read (torch_simhpu.codegen.model.op_plugin_rules), they are its fake kernel, so
 torch.compile and FakeTensorMode trace it. Official entries need nothing: every aten operator
 already runs on simhpu (ATen's CPU kernel as a device kernel), whatever file declares it.
 """
@@ -65,7 +65,7 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_
     the process: its outputs are allocated by the entry's rules, filled with what ATen's CPU kernel
     computes, and a rule that disagrees with ATen fails the call, naming the entry's file:line."""
     from torch_simhpu.codegen.errors import Problems
-    from torch_simhpu.codegen.op_plugin_dialect import is_dialect, load_dialect
+    from torch_simhpu.codegen.op_plugin.dialect import is_dialect, load_dialect
     from torch_simhpu.codegen.yaml_loader import LineDict, load_yaml_file
 
     path = os.fspath(path)
@@ -151,7 +151,7 @@ def _missing_kernel(qualname: str, kernel: str | None, path: str, line: int):
 
 def _readable_rules(entry):
     """[(size, dtype)] parsed, one a return, or None when a rule is missing or unreadable."""
-    from torch_simhpu.codegen.op_plugin_rules import RuleUnreadable, parse
+    from torch_simhpu.codegen.model.op_plugin_rules import RuleUnreadable, parse
 
     gen = entry.gen_opapi
     if gen is None or not gen.outputs or len(gen.outputs) != len(entry.schema.returns):
@@ -170,7 +170,7 @@ def _rule_values(entry, args, kwargs):
 
 def _bind_rule_values(names, args, kwargs):
     """The rules' view of a call: the schema's argument names, tensors as their sizes and dtype."""
-    from torch_simhpu.codegen.op_plugin_rules import Tensor
+    from torch_simhpu.codegen.model.op_plugin_rules import Tensor
 
     values, device = {}, None
     values.update(zip(names, args))
@@ -183,7 +183,7 @@ def _bind_rule_values(names, args, kwargs):
 
 
 def _expected(rules, values):
-    from torch_simhpu.codegen.op_plugin_rules import Tensor, evaluate
+    from torch_simhpu.codegen.model.op_plugin_rules import Tensor, evaluate
 
     for size, dtype in rules:
         shape, kind = evaluate(size, values), evaluate(dtype, values)
@@ -219,7 +219,7 @@ def _simulated_aclnn(entry, path):
         return value
 
     def kernel(*args, **kwargs):
-        from torch_simhpu.codegen.op_plugin_rules import RuleUnreadable
+        from torch_simhpu.codegen.model.op_plugin_rules import RuleUnreadable
 
         values, device = _rule_values(entry, args, kwargs)
         computed = aten_op(*to_cpu(args), **{k: to_cpu(v) for k, v in kwargs.items()})

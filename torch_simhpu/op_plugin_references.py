@@ -65,7 +65,7 @@ def read_references(path: str | os.PathLike, helper_names=()) -> dict[str, Refer
     from torchgen.model import FunctionSchema
 
     from torch_simhpu.codegen.errors import Problems
-    from torch_simhpu.codegen.reference import check_reference
+    from torch_simhpu.codegen.simhpu_yaml.reference import check_reference
     from torch_simhpu.codegen.yaml_loader import LineDict, entry_list, load_yaml_file
 
     path = os.fspath(path)
@@ -207,7 +207,7 @@ def _tensors(values):
 
 
 def _check_rules(qualname, rules, where, names, args, kwargs, outputs, op_plugin):
-    from torch_simhpu.codegen.op_plugin_rules import RuleUnreadable
+    from torch_simhpu.codegen.model.op_plugin_rules import RuleUnreadable
 
     values, _ = op_plugin._bind_rule_values(names, args, kwargs)
     try:

@@ -2,7 +2,7 @@
 header of hand-written op_plugin/ adapters."""
 from __future__ import annotations
 
-from ..api import OpView
+from .api import OpView
 
 
 def render(env, views: list[OpView], adapter_names=()) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Autograd nodes and kernels, one translation unit per differentiable operator."""
 from __future__ import annotations
 
-from ..api import OpView
+from .api import OpView
 
 
 def render(env, views: list[OpView]) -> dict[str, str]:

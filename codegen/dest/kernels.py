@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..api import OpView
-from ..kernel_signatures import param_types_accepting
+from .api import OpView
+from ..model.kernel_signatures import param_types_accepting
 
 
 @dataclass(frozen=True)

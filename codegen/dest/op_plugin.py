@@ -1,5 +1,5 @@
 """Operators from op-plugin's dialect (implementations "aclnn" and "unprovided", see
-codegen/op_plugin_translate.py): grouped translation units, and the Python that exposes them.
+codegen/op_plugin/translate.py): grouped translation units, and the Python that exposes them.
 
 A dialect file holds about 1,500 operators, too many for a translation unit each on a two-core
 machine; they are spread over GROUPS units by a hash of their name, so the group an operator
@@ -10,9 +10,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from ..model import DIALECT_IMPLEMENTATIONS, Operator
+from ..model.op_plugin_rules_cpp import render as render_rule
+from ..model.operators import DIALECT_IMPLEMENTATIONS, Operator
 from ..names import printable_label
-from ..op_plugin_cpp import render as render_rule
 
 GROUPS = 48
 

@@ -2,10 +2,10 @@
 substitutions, the package's generated __init__, the type stub and the docs."""
 from __future__ import annotations
 
-from ..api import OpView
-from ..model import Project
-from ..rules import ArgRef
-from ..types import python_default
+from .api import OpView
+from ..model.operators import Project
+from ..model.rules import ArgRef
+from ..model.types import python_default
 
 
 def _rule(rule) -> tuple:

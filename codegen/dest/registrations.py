@@ -3,7 +3,7 @@ kernels, by dispatch key) and of its C++ API; the registrations themselves
 are in the operator's own translation unit (templates/op_registration.j2)."""
 from __future__ import annotations
 
-from ..api import OpView
+from .api import OpView
 
 
 def render(env, views: list[OpView]) -> dict[str, str]:

@@ -1,5 +1,5 @@
 #pragma once
-// The functions `elementwise:` expressions may call (see codegen/elementwise.py),
+// The functions `elementwise:` expressions may call (see codegen/model/elementwise.py),
 // on the compute type of the element (float for half and bfloat16).
 //
 // exp, log and log1p on float are written here rather than taken from libm:

@@ -1,5 +1,5 @@
 #pragma once
-// Operators declared in op-plugin's own YAML dialect (codegen/op_plugin_dialect.py), as the
+// Operators declared in op-plugin's own YAML dialect (codegen/op_plugin/dialect.py), as the
 // generated units under build/generated/csrc/op_plugin_dialect/ hand them over:
 //  - an official entry whose gen_opapi block has readable rules is a simulated ACLNN kernel:
 //    ATen's CPU kernel runs as the device kernel (the reference path), and the outputs'

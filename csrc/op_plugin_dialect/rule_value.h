@@ -1,9 +1,9 @@
 #pragma once
 // op-plugin's output rules in C++: the value a rule computes with, and the
-// output-size helpers its rules call. codegen/op_plugin_cpp.py renders each
-// readable rule of a dialect file (codegen/op_plugin_rules.py parses it) as a
+// output-size helpers its rules call. codegen/model/op_plugin_rules_cpp.py renders each
+// readable rule of a dialect file (codegen/model/op_plugin_rules.py parses it) as a
 // C++ expression over RuleValue, calling only what this header declares; the
-// helpers behave as the Python evaluator's do (codegen/op_plugin_rules.py,
+// helpers behave as the Python evaluator's do (codegen/model/op_plugin_rules.py,
 // HELPERS), which is what `python -m codegen check-rules` holds to ATen.
 #include <ATen/core/ivalue.h>
 #include <c10/core/ScalarType.h>

@@ -22,17 +22,17 @@ def codegen():
 
 @pytest.fixture(scope="session")
 def dialect():
-    return _import_from_source("codegen.op_plugin_dialect")
+    return _import_from_source("codegen.op_plugin.dialect")
 
 
 @pytest.fixture(scope="session")
 def rule_language():
-    return _import_from_source("codegen.op_plugin_rules")
+    return _import_from_source("codegen.model.op_plugin_rules")
 
 
 @pytest.fixture(scope="session")
 def rule_checks():
-    return _import_from_source("codegen.op_plugin_check")
+    return _import_from_source("codegen.op_plugin.check")
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +47,7 @@ def codegen_errors():
 
 @pytest.fixture(scope="session")
 def types():
-    return _import_from_source("codegen.types")
+    return _import_from_source("codegen.model.types")
 
 
 @pytest.fixture(scope="session")

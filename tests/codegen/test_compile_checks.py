@@ -33,7 +33,7 @@ def test_kernel_that_does_not_fit_its_exec_entry_names_the_entry(codegen, projec
          "void swish(const DeviceTensor& self, double beta, const Out<DeviceTensor>& out)".replace(old, new))
     entry_line = line_of(project_dir / "op_plugin_functions.yaml", "func: npu_swish(")
     # codegen's reading of the kernel file would refuse the entry first; the compiler must too.
-    monkeypatch.setattr(sys.modules["codegen.kernel_signatures"], "mismatches", lambda *args: [])
+    monkeypatch.setattr(sys.modules["codegen.model.kernel_signatures"], "mismatches", lambda *args: [])
     generated = project_dir / "generated"
     codegen.generate(str(project_dir), str(generated))
     result = syntax_check(project_dir, generated, kernel)
@@ -121,7 +121,7 @@ def test_composite_giving_another_type_than_its_schema_names_the_entry(codegen, 
 def test_reading_kernel_files_passes_over_helpers_it_cannot_read(codegen, tmp_path):
     # A helper with a default argument or an unnamed parameter beside a kernel:
     # codegen reads the kernel and does not stop at the helper.
-    kernel_parameters = sys.modules["codegen.kernel_signatures"].kernel_parameters
+    kernel_parameters = sys.modules["codegen.model.kernel_signatures"].kernel_parameters
 
     source = tmp_path / "kernels.cpp"
     source.write_text('void check(int64_t i, const char* words = "") {\n}\n'
@@ -157,5 +157,5 @@ def test_dtypes_the_kernel_does_not_dispatch_on_are_refused_by_check(codegen, pr
 def test_reading_the_dtypes_a_kernel_dispatches_on(codegen, tmp_path, dispatch, dtypes):
     source = tmp_path / "k.cpp"
     source.write_text(f"void my_kernel(const DeviceTensor& x) {{\n  {dispatch};\n}}\nSIMHPU_KERNEL(my_kernel);\n")
-    dispatched = sys.modules["codegen.kernel_signatures"].dispatched_dtypes("my_kernel", str(source))
+    dispatched = sys.modules["codegen.model.kernel_signatures"].dispatched_dtypes("my_kernel", str(source))
     assert (set(dispatched) if dispatched is not None else None) == dtypes

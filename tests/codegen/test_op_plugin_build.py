@@ -1,4 +1,4 @@
-"""Building from op-plugin's own YAML (codegen/op_plugin_translate.py, codegen/dest/op_plugin.py):
+"""Building from op-plugin's own YAML (codegen/op_plugin/translate.py, codegen/dest/op_plugin.py):
 the dialect corpus translates into the typed model, generates grouped units that compile, one
 edited entry rewrites one unit, and nothing of a rule's text reaches the C++ as code."""
 import os
@@ -97,8 +97,8 @@ def test_an_operator_package_is_not_built_from_the_dialect(codegen, corpus):
 
 def test_every_helper_the_rules_may_call_has_its_cpp_with_the_arity_codegen_assumes():
     import re
-    from codegen.op_plugin_cpp import ARITY
-    from codegen.op_plugin_rules import HELPERS
+    from codegen.model.op_plugin_rules_cpp import ARITY
+    from codegen.model.op_plugin_rules import HELPERS
     from yaml_edit import ROOT
 
     assert set(ARITY) == set(HELPERS)

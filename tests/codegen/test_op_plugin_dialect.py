@@ -1,4 +1,4 @@
-"""op-plugin's own YAML dialect (codegen/op_plugin_dialect.py): a corpus written here in the dialect
+"""op-plugin's own YAML dialect (codegen/op_plugin/dialect.py): a corpus written here in the dialect
 (tests/codegen/op_plugin_dialect/) passes `check`, the installed torch selects its entries, and
 each kind of mistake is one problem at its file:line with a fix."""
 import os

@@ -1,5 +1,5 @@
-"""op-plugin's output rules (codegen/op_plugin_rules.py) read and evaluated, and held to ATen on
-the calls of PyTorch's op_db (codegen/op_plugin_check.py)."""
+"""op-plugin's output rules (codegen/model/op_plugin_rules.py) read and evaluated, and held to ATen on
+the calls of PyTorch's op_db (codegen/op_plugin/check.py)."""
 import os
 import shutil
 

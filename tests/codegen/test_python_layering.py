@@ -1,5 +1,10 @@
 """The Python rooms keep their directions, as csrc's do (test_layering.py).
 
+codegen/ is front ends -> one typed model -> back ends: a front end (simhpu's YAML, op-plugin's
+dialect, derivatives.yaml) imports the model and the shared readers, never a back end (dest/, emit)
+nor another front end; the model imports no front end and no back end; the back ends read the model
+alone; project.py is the one module that knows every front end.
+
 The device module's parts (torch.simhpu's streams, memory, graphs, properties) name no lens:
 the lenses (the simulator in torch_simhpu/simulation/, the sanitizer, chaos scheduling) attach
 their faces to torch.simhpu at registration. Inside the simulator, the HTML page takes the data
@@ -16,15 +21,55 @@ LENSES = ("torch_simhpu.simulation", "torch_simhpu.sanitizer", "torch_simhpu.cha
 
 
 def imported(path: Path) -> set[str]:
-    """Every module a file imports, at its top or inside a function (`from a import b`: a and a.b)."""
+    """Every module a file imports, at its top or inside a function (`from a import b`: a and a.b),
+    relative imports made absolute."""
+    package = path.relative_to(ROOT).parent.parts
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
+
+
+CODEGEN = ROOT / "codegen"
+FRONT_ENDS = ("codegen.simhpu_yaml", "codegen.op_plugin", "codegen.derivatives")
+BACK_ENDS = ("codegen.dest", "codegen.emit")
+
+
+def under(name: str, rooms) -> str | None:
+    return next((room for room in rooms if name == room or name.startswith(room + ".")), None)
+
+
+def codegen_imports(folder: str) -> set[tuple[str, str]]:
+    return {(str(p.relative_to(ROOT)), name) for p in sorted((CODEGEN / folder).rglob("*.py")) for name in imported(p)}
+
+
+def test_a_front_end_imports_no_back_end_and_no_other_front_end():
+    for front in FRONT_ENDS:
+        folder = front.split(".")[1]
+        found = {(f, n) for f, n in codegen_imports(folder) if under(n, BACK_ENDS) or under(n, FRONT_ENDS) not in (None, front)}
+        assert not found, f"{front} reaches past the model: {sorted(found)}"
+
+
+def test_the_model_imports_no_front_end_and_no_back_end():
+    found = {(f, n) for f, n in codegen_imports("model") if under(n, FRONT_ENDS + BACK_ENDS)}
+    assert not found, f"the model imports a front or back end: {sorted(found)}"
+
+
+def test_the_back_ends_read_the_model_alone():
+    found = {(f, n) for f, n in codegen_imports("dest") if under(n, FRONT_ENDS)}
+    assert not found, f"a back end imports a front end: {sorted(found)}"
+
+
+def test_only_project_knows_every_front_end():
+    knowing = {str(p.relative_to(ROOT)) for p in CODEGEN.glob("*.py")
+               if len({under(n, FRONT_ENDS) for n in imported(p)} - {None}) > 1}
+    assert knowing <= {"codegen/project.py"}, f"modules that know several front ends: {sorted(knowing)}"
 
 
 def names_a_lens(name: str) -> bool:

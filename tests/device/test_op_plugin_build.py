@@ -1,4 +1,4 @@
-"""What a wheel built from op-plugin's own YAML runs (codegen/op_plugin_translate.py,
+"""What a wheel built from op-plugin's own YAML runs (codegen/op_plugin/translate.py,
 csrc/op_plugin_dialect/): the dialect corpus's generated units, compiled into an extension that
 links libtorch_simhpu as an operator package does, give official entries simulated ACLNN kernels
 (ATen's result, the rules checked at every call) and custom entries callable names with a clear

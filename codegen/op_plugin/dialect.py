@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 from torchgen.model import FunctionSchema
 
-from .errors import Problems, did_you_mean
-from .names import printable_label
-from .yaml_loader import LineDict, LineList, entry_list, load_yaml_file
+from ..errors import Problems, did_you_mean
+from ..names import printable_label
+from ..yaml_loader import LineDict, LineList, entry_list, load_yaml_file
 
 SECTIONS = ("official", "custom", "autograd", "symint", "quant")
 # Fields naming the torch versions an implementation serves: an entry is selected when one names the

@@ -18,11 +18,11 @@ from torchgen.gen import parse_native_yaml
 from torchgen.model import FunctionSchema
 from torchgen.packaged.autograd.load_derivatives import create_differentiability_info
 
-from .cpp_expr import ExpressionError, Scope, formula_helpers, parse, symint_arguments
-from .errors import Problems, did_you_mean
-from .model import Project, output_names
-from .names import printable_label
-from .yaml_loader import LineDict, LineList, load_yaml_file
+from ..model.cpp_expr import ExpressionError, Scope, formula_helpers, parse, symint_arguments
+from ..errors import Problems, did_you_mean
+from ..model.operators import Project, output_names
+from ..names import printable_label
+from ..yaml_loader import LineDict, LineList, load_yaml_file
 
 TAGS_YAML = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "tags.yaml")
 SPECIAL_KEYS = {"name", "output_differentiability", "result"}

@@ -15,8 +15,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torchgen.model import FunctionSchema
 
-from .op_plugin_dialect import DialectEntry, DialectReport
-from .op_plugin_rules import RuleUnreadable, Tensor, evaluate, parse
+from ..model.op_plugin_rules import RuleUnreadable, Tensor, evaluate, parse
+from .dialect import DialectEntry, DialectReport
 
 
 @dataclass

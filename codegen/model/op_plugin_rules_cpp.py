@@ -1,4 +1,4 @@
-"""op-plugin's output rules as C++: a parsed rule (codegen/op_plugin_rules.py) rendered as an
+"""op-plugin's output rules as C++: a parsed rule (codegen/model/op_plugin_rules.py) rendered as an
 expression over simhpu::op_plugin::RuleValue (csrc/op_plugin_dialect/rule_value.h).
 
 Nothing of the rule's text reaches the C++: each node of its parse is rendered from what this

@@ -1,5 +1,5 @@
-"""op-plugin's dialect (codegen/op_plugin_dialect.py) translated into the typed model every
-generator reads (codegen/model.py's Operator), so a dialect file builds through the same
+"""op-plugin's dialect (codegen/op_plugin/dialect.py) translated into the typed model every
+generator reads (codegen/model/operators.py's Operator), so a dialect file builds through the same
 renderers as simhpu's own YAML:
 
 - an official entry whose gen_opapi block names an ACLNN kernel and gives each output a size and a
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import torch
 
-from .errors import Problems
-from .model import Operator, Project
-from .op_plugin_cpp import render
-from .op_plugin_dialect import DialectEntry, DialectReport
-from .op_plugin_rules import RuleUnreadable, parse
+from ..errors import Problems
+from ..model.op_plugin_rules import RuleUnreadable, parse
+from ..model.op_plugin_rules_cpp import render
+from ..model.operators import Operator, Project
+from .dialect import DialectEntry, DialectReport
 
 CUSTOM_SECTIONS = ("custom", "symint", "autograd", "quant")
 

@@ -13,7 +13,7 @@ import ast
 import math
 from dataclasses import dataclass
 
-from .errors import did_you_mean
+from ..errors import did_you_mean
 
 # expression function -> (C++ function, number of arguments)
 FUNCTIONS = {

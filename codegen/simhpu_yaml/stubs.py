@@ -20,11 +20,11 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .elementwise import ElementwiseKernel, ExpressionError, translate
-from .errors import Problems, did_you_mean
-from .names import printable_label
-from .rules import DTYPES
-from .yaml_loader import LineDict
+from ..model.elementwise import ElementwiseKernel, ExpressionError, translate
+from ..errors import Problems, did_you_mean
+from ..names import printable_label
+from ..model.rules import DTYPES
+from ..yaml_loader import LineDict
 
 STUB_KEYS = {"func", "stub", "elementwise", "exec", "dtypes", "doc"}
 # A stub kernel in csrc/kernels: void NAME(stubs::IteratorOperands& operands), registered so.

@@ -12,7 +12,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from .errors import did_you_mean
+from ..errors import did_you_mean
 
 # YAML dtype name -> (C++ ScalarType, torch attribute, C++ element type)
 DTYPES = {

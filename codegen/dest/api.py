@@ -15,9 +15,9 @@ from torchgen.api import cpp
 from torchgen.model import FunctionSchema
 from torchgen.native_function_generation import functional_to_out_signature
 
-from . import rules as rule_lang
-from .model import Operator, output_names
-from .types import (KERNEL_NUMBER_TYPES, base_type, binding_param, cpp_default, dispatcher_signature,
+from ..model import rules as rule_lang
+from ..model.operators import Operator, output_names
+from ..model.types import (KERNEL_NUMBER_TYPES, base_type, binding_param, cpp_default, dispatcher_signature,
                     python_default, stub_type)
 
 

@@ -4,7 +4,7 @@ The rules are C++ expressions over the schema's arguments, calling op-plugin's o
 (`broadcast_ops_npu_output_size`, `reduce_ops_npu_output_size`, ...). Here they are parsed by the
 grammar below and evaluated in Python for given arguments, the helpers implemented by their
 documented behaviour, so a rule can be held against what ATen computes for the same call
-(codegen/op_plugin_check.py). Nothing of a rule is ever run as code: a name the evaluator does not
+(codegen/op_plugin/check.py). Nothing of a rule is ever run as code: a name the evaluator does not
 know makes the rule unreadable, which is said, not guessed.
 
     rule     := or ['?' rule ':' rule]
