@@ -250,7 +250,7 @@ setup(
     description="A YAML-driven operator framework for a simulated PyTorch accelerator",
     # The codegen ships inside the wheel, for operator packages' own YAML.
     py_modules=["torch_simhpu_packaging"],
-    packages=["torch_simhpu", "torch_simhpu._inductor", "torch_simhpu.simulation", "torch_simhpu.utils",
+    packages=["torch_simhpu", "torch_simhpu.device", "torch_simhpu._inductor", "torch_simhpu.simulation", "torch_simhpu.utils",
               "torch_simhpu.testing",
               "torch_simhpu.codegen", "torch_simhpu.codegen.model", "torch_simhpu.codegen.simhpu_yaml",
               "torch_simhpu.codegen.op_plugin", "torch_simhpu.codegen.derivatives", "torch_simhpu.codegen.dest"],

@@ -5,7 +5,8 @@ dialect, derivatives.yaml) imports the model and the shared readers, never a bac
 nor another front end; the model imports no front end and no back end; the back ends read the model
 alone; project.py is the one module that knows every front end.
 
-The device module's parts (torch.simhpu's streams, memory, graphs, properties) name no lens:
+The device module (torch_simhpu/device/: torch.simhpu and its streams, memory, graphs, properties)
+names no lens:
 the lenses (the simulator in torch_simhpu/simulation/, the sanitizer, chaos scheduling) attach
 their faces to torch.simhpu at registration. Inside the simulator, the HTML page takes the data
 it draws and imports nothing of the simulator; and no import circle runs through the benchmarks'
@@ -16,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "torch_simhpu"
-DEVICE_MODULE = ("device.py", "streams.py", "memory.py", "graphs.py", "properties.py")
+DEVICE_MODULE = tuple(p.relative_to(PACKAGE) for p in sorted((PACKAGE / "device").glob("*.py")))
 LENSES = ("torch_simhpu.simulation", "torch_simhpu.sanitizer", "torch_simhpu.chaos")
 
 

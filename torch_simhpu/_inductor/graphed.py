@@ -20,7 +20,7 @@ import torch
 
 from torch_simhpu import _C
 from torch_simhpu._inductor.cluster import cluster
-from torch_simhpu.graphs import Graph, graph
+from torch_simhpu.device.graphs import Graph, graph
 
 
 def _is_static(value) -> bool:

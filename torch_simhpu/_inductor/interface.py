@@ -6,8 +6,8 @@ from torch._dynamo.device_interface import DeviceInterface
 from torch._inductor.codegen.common import DeviceOpOverrides
 
 from torch_simhpu import device as device_module
-from torch_simhpu import streams
-from torch_simhpu.properties import SimhpuDeviceProperties, device_properties
+from torch_simhpu.device import streams
+from torch_simhpu.device.properties import SimhpuDeviceProperties, device_properties
 
 
 class SimHPUInterface(DeviceInterface):

@@ -13,7 +13,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from torch_simhpu import _C
-from torch_simhpu.memory import _format_bytes
+from torch_simhpu.device.memory import _format_bytes
 from torch_simhpu.simulation import phantom
 from torch_simhpu.simulation.memory_ledger import MemoryBreakdown, MemoryLedger
 

@@ -12,7 +12,7 @@ import pickle
 import sys
 
 from torch_simhpu import _C
-from torch_simhpu.streams import _device
+from torch_simhpu.device.streams import _device
 from torch_simhpu._device_name import DEVICE_TYPE
 
 

@@ -6,14 +6,14 @@ import sys
 import torch
 
 from torch_simhpu import _C, _after_import
-from torch_simhpu import graphs  # noqa: F401  (torch.simhpu.graphs)
-from torch_simhpu import streams  # noqa: F401  (torch.simhpu.streams)
-from torch_simhpu import memory  # noqa: F401  (torch.simhpu.memory)
-from torch_simhpu.graphs import Graph, graph, graph_pool_handle  # noqa: F401
-from torch_simhpu import properties as _properties
+from torch_simhpu.device import graphs  # noqa: F401  (torch.simhpu.graphs)
+from torch_simhpu.device import streams  # noqa: F401  (torch.simhpu.streams)
+from torch_simhpu.device import memory  # noqa: F401  (torch.simhpu.memory)
+from torch_simhpu.device.graphs import Graph, graph, graph_pool_handle  # noqa: F401
+from torch_simhpu.device import properties as _properties
 from torch_simhpu.profiler import trace  # noqa: F401
 from torch_simhpu.routes import OpRoutes, fallback, get_fallback, op_routes, set_fallback  # noqa: F401
-from torch_simhpu.streams import _device, Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
+from torch_simhpu.device.streams import _device, Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
 from torch_simhpu._device_name import DEVICE_TYPE
 
 
@@ -167,7 +167,7 @@ def get_device_properties(device=None) -> _properties.SimhpuDeviceProperties:
 
 
 def get_device_capability(device=None) -> tuple[int, int]:
-    """(major, minor) of get_device_properties() (see torch_simhpu.properties.CAPABILITY)."""
+    """(major, minor) of get_device_properties() (see torch_simhpu.device.properties.CAPABILITY)."""
     properties = get_device_properties(device)
     return properties.major, properties.minor
 

@@ -25,7 +25,7 @@ import itertools
 import torch
 
 from torch_simhpu import _C
-from torch_simhpu.streams import stream as use_stream
+from torch_simhpu.device.streams import stream as use_stream
 
 _pool_ids = itertools.count(1)
 
