@@ -48,6 +48,7 @@ class BuildPyWithCodegen(build_py):
 
     def run(self):
         run_codegen()
+        _remove_python_files(os.path.join(self.build_lib, "torch_simhpu"))
         super().run()
         _install_headers(os.path.join(self.build_lib, "torch_simhpu", "include"))
         generated_python = os.path.join(GENERATED, "python", "torch_simhpu")
@@ -55,6 +56,14 @@ class BuildPyWithCodegen(build_py):
             dst = os.path.join(self.build_lib, "torch_simhpu", os.path.relpath(src, generated_python))
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copyfile(src, dst)
+
+
+def _remove_python_files(folder: str) -> None:
+    """An earlier build's Python and package data: a module this tree has moved (into a package)
+    would otherwise ship from build/ beside its new place. The compiled libraries stay."""
+    for pattern in ("*.py", "*.pyi", "*.json", "*.html", "*.j2", "py.typed"):
+        for path in glob.glob(os.path.join(folder, "**", pattern), recursive=True):
+            os.remove(path)
 
 
 def _sdk_headers() -> list[str]:
