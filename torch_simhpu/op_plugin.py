@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-_libraries: list[torch.library.Library] = []  # keeps the registrations alive
+from torch_simhpu.op_plugin_rule_checks import (_libraries, check_rule, defined, expected, fake_from_rules,
+                                                readable_rules, rule_values)
+
 _SECTIONS = ("custom", "symint", "autograd", "quant")
 
 
@@ -97,7 +99,7 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_
             continue
         name = entry.name
         base, _, overload = name.partition(".")
-        existing = _defined(namespace_ops, base, overload or "default")
+        existing = defined(namespace_ops, base, overload or "default")
         if existing is not None:
             same = str(existing._schema).partition("::")[2] == str(entry.schema)
             (loaded.provided if same else loaded.clashes).append(name)
@@ -110,7 +112,7 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_
                                  f"({entry.schema}): repeat it as it is there")
             library.define(str(entry.schema), tags=tags)
             op_plugin_references.register(library, reference, namespace, helpers, define=False,
-                                          rules=_readable_rules(entry), rules_where=f"{path}:{entry.line}")
+                                          rules=readable_rules(entry), rules_where=f"{path}:{entry.line}")
             loaded.referenced.append(name)
             continue
         library.define(str(entry.schema), tags=tags)
@@ -123,19 +125,10 @@ def load_op_plugin(path: str | os.PathLike, namespace: str = "npu", *, simulate_
         loaded.defined.append(name)
     for name, reference in referenced.items():  # the references' operators this YAML does not declare
         base, _, overload = name.partition(".")
-        if _defined(namespace_ops, base, overload or "default") is None:
+        if defined(namespace_ops, base, overload or "default") is None:
             op_plugin_references.register(library, reference, namespace, helpers, define=True)
             loaded.referenced.append(name)
     return loaded
-
-
-def _defined(ops, base: str, overload: str):
-    """The OpOverload already registered under the name, or None."""
-    try:
-        packet = getattr(ops, base)
-        return getattr(packet, overload) if overload in packet.overloads() else None
-    except AttributeError:
-        return None
 
 
 def _missing_kernel(qualname: str, kernel: str | None, path: str, line: int):
@@ -149,62 +142,11 @@ def _missing_kernel(qualname: str, kernel: str | None, path: str, line: int):
     return missing
 
 
-def _readable_rules(entry):
-    """[(size, dtype)] parsed, one a return, or None when a rule is missing or unreadable."""
-    from torch_simhpu.codegen.model.op_plugin_rules import RuleUnreadable, parse
-
-    gen = entry.gen_opapi
-    if gen is None or not gen.outputs or len(gen.outputs) != len(entry.schema.returns):
-        return None
-    if not all(r.size and r.dtype for r in gen.outputs):
-        return None
-    try:
-        return [(parse(r.size), parse(r.dtype)) for r in gen.outputs]
-    except RuleUnreadable:
-        return None
-
-
-def _rule_values(entry, args, kwargs):
-    return _bind_rule_values([a.name for a in entry.schema.arguments.flat_all], args, kwargs)
-
-
-def _bind_rule_values(names, args, kwargs):
-    """The rules' view of a call: the schema's argument names, tensors as their sizes and dtype."""
-    from torch_simhpu.codegen.model.op_plugin_rules import Tensor
-
-    values, device = {}, None
-    values.update(zip(names, args))
-    values.update(kwargs)
-    for name, value in list(values.items()):
-        if isinstance(value, torch.Tensor):
-            device = device or value.device
-            values[name] = Tensor(tuple(value.shape), value.dtype)
-    return values, device
-
-
-def _expected(rules, values):
-    from torch_simhpu.codegen.model.op_plugin_rules import Tensor, evaluate
-
-    for size, dtype in rules:
-        shape, kind = evaluate(size, values), evaluate(dtype, values)
-        yield (shape.sizes if isinstance(shape, Tensor) else tuple(shape),
-               kind.dtype if isinstance(kind, Tensor) else kind)
-
-
-def check_rule(where: str, index: int, shape, dtype, result: torch.Tensor, computed: str, fix: str) -> None:
-    """Fails the call when output `index` is not the size and dtype the entry's gen_opapi rule gives."""
-    if tuple(shape) != tuple(result.shape) or dtype != result.dtype:
-        raise RuntimeError(
-            f"{where}: gen_opapi's rule for output {index} gives size {list(shape)} and dtype "
-            f"{str(dtype).removeprefix('torch.')}, where {computed} {list(result.shape)} and "
-            f"{str(result.dtype).removeprefix('torch.')}: fix the entry's size:/dtype: {fix}")
-
-
 def _simulated_aclnn(entry, path):
     """An official functional entry as a simulated ACLNN kernel (load_op_plugin's simulate_aclnn)."""
     if entry.schema.arguments.out or entry.schema.name.name.inplace:
         return None
-    rules = _readable_rules(entry)
+    rules = readable_rules(entry)
     if rules is None:
         return None
     overload = entry.schema.name.overload_name or "default"
@@ -221,15 +163,15 @@ def _simulated_aclnn(entry, path):
     def kernel(*args, **kwargs):
         from torch_simhpu.codegen.model.op_plugin_rules import RuleUnreadable
 
-        values, device = _rule_values(entry, args, kwargs)
+        values, device = rule_values(entry, args, kwargs)
         computed = aten_op(*to_cpu(args), **{k: to_cpu(v) for k, v in kwargs.items()})
         results = list(computed) if isinstance(computed, (list, tuple)) else [computed]
         try:
-            expected = list(_expected(rules, values))
+            wanted = list(expected(rules, values))
         except RuleUnreadable:  # a name only this call's arguments miss: ATen's outputs, unchecked
-            expected = [(tuple(r.shape), r.dtype) for r in results]
+            wanted = [(tuple(r.shape), r.dtype) for r in results]
         outputs = []
-        for index, ((shape, dtype), result) in enumerate(zip(expected, results)):
+        for index, ((shape, dtype), result) in enumerate(zip(wanted, results)):
             check_rule(where, index, shape, dtype, result, "ATen computes", "rule")
             outputs.append(torch.empty(shape, dtype=dtype, device=device).copy_(result))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -238,16 +180,8 @@ def _simulated_aclnn(entry, path):
 
 def _fake_kernel(entry):
     """The entry's outputs by its gen_opapi rules, when each return has a readable size and dtype rule."""
-    rules = _readable_rules(entry)
-    return None if rules is None else _fake_from_rules([a.name for a in entry.schema.arguments.flat_all], rules)
-
-
-def _fake_from_rules(names, rules):
-    def fake(*args, **kwargs):
-        values, device = _bind_rule_values(names, args, kwargs)
-        outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in _expected(rules, values)]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
-    return fake
+    rules = readable_rules(entry)
+    return None if rules is None else fake_from_rules([a.name for a in entry.schema.arguments.flat_all], rules)
 
 
 def op_plugin_kernels() -> dict[str, str]:
@@ -259,10 +193,3 @@ def op_plugin_kernels() -> dict[str, str]:
     from torch_simhpu import _C
 
     return dict(_C._op_plugin_kernels())
-
-
-def register_rule_fakes(library: torch.library.Library, namespace: str, rules_by_op: dict) -> None:
-    """Fake kernels from op-plugin's output rules, for the operators a dialect file was built with
-    (torch_simhpu._generated.op_plugin): operator -> (argument names, ((size, dtype) parsed, a return))."""
-    for name, (arguments, rules) in rules_by_op.items():
-        torch.library.register_fake(f"{namespace}::{name}", _fake_from_rules(arguments, rules), lib=library)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from torch_simhpu import op_plugin_rule_checks as rule_checks
 from torch_simhpu._device_name import DEVICE_TYPE
 
 _ALLOWED_DEVICES = (DEVICE_TYPE, "meta")
@@ -138,8 +139,6 @@ def _check_one_device(qualname: str, values: dict) -> None:
 def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rules_where: str = ""):
     """The operator's kernel: the reference over the call's arguments, outputs checked against the
     schema (and against op-plugin's gen_opapi rules when given), none an alias of an input."""
-    from torch_simhpu import op_plugin
-
     qualname = f"{namespace}::{reference.name}"
     code = compile(reference.expression, reference.where, "eval")
     parsed = torch._C.parse_schema(str(reference.schema))
@@ -185,7 +184,7 @@ def kernel(reference: Reference, namespace: str, helpers: dict, rules=None, rule
                    for i, (o, is_list) in enumerate(zip(outputs, list_returns))]
         if rules is not None:
             _check_rules(qualname, rules, rules_where, names, args, kwargs,
-                         [o for o, t in zip(outputs, tensor_returns) if t], op_plugin)
+                         [o for o, t in zip(outputs, tensor_returns) if t])
         return outputs[0] if returns == 1 else tuple(outputs)
 
     run.__name__ = reference.name.replace(".", "_")
@@ -206,16 +205,16 @@ def _tensors(values):
             yield from (v for v in value if isinstance(v, torch.Tensor))
 
 
-def _check_rules(qualname, rules, where, names, args, kwargs, outputs, op_plugin):
+def _check_rules(qualname, rules, where, names, args, kwargs, outputs):
     from torch_simhpu.codegen.model.op_plugin_rules import RuleUnreadable
 
-    values, _ = op_plugin._bind_rule_values(names, args, kwargs)
+    values, _ = rule_checks.rule_call_values(names, args, kwargs)
     try:
-        expected = list(op_plugin._expected(rules, values))
+        expected = list(rule_checks.expected(rules, values))
     except RuleUnreadable:
         return  # a name only this call's arguments miss
     for index, ((shape, dtype), output) in enumerate(zip(expected, outputs)):
-        op_plugin.check_rule(f"{qualname} ({where})", index, shape, dtype, output, "the reference computes",
+        rule_checks.check_rule(f"{qualname} ({where})", index, shape, dtype, output, "the reference computes",
                              "rule or the reference")
 
 
@@ -231,17 +230,15 @@ def load_references(path: str | os.PathLike, namespace: str = "npu", *, helpers:
                     ) -> LoadedReferences:
     """Defines each operator of a references file that no one has defined yet, with its reference as its
     kernel; one simhpu already has is kept as it is (module doc)."""
-    from torch_simhpu import op_plugin
-
     helpers = dict(helpers or {})
     references = read_references(path, helpers)
     loaded = LoadedReferences(os.fspath(path))
     library = torch.library.Library(namespace, "FRAGMENT")
-    op_plugin._libraries.append(library)
+    rule_checks._libraries.append(library)
     ops = getattr(torch.ops, namespace)
     for name, reference in references.items():
         base, _, overload = name.partition(".")
-        if op_plugin._defined(ops, base, overload or "default") is not None:
+        if rule_checks.defined(ops, base, overload or "default") is not None:
             loaded.kept.append(name)
             continue
         register(library, reference, namespace, helpers, define=True)

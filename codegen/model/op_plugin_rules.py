@@ -342,6 +342,24 @@ HELPERS = {
 }
 
 
+def call_values(names, args, kwargs, defaults: dict | None = None) -> dict:
+    """A call as the rules see it: each argument by its schema name (the positional ones in `names`'
+    order, then the keywords, then `defaults`), a tensor as its sizes and dtype (Tensor), a list as
+    a tuple of such values. What binds op_db's calls (check.py) and the device's (torch_simhpu)."""
+    values = dict(defaults or {})
+    values.update(zip(names, args))
+    values.update(kwargs)
+    return {name: _rule_value(value) for name, value in values.items()}
+
+
+def _rule_value(value):
+    if isinstance(value, torch.Tensor):
+        return Tensor(tuple(value.shape), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_rule_value(v) for v in value)
+    return value
+
+
 def evaluate(tree, values: dict):
     kind = tree[0]
     if kind == "num":

@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torchgen.model import FunctionSchema
 
-from ..model.op_plugin_rules import RuleUnreadable, Tensor, evaluate, parse
+from ..model.op_plugin_rules import RuleUnreadable, Tensor, _rule_value, call_values, evaluate, parse
 from .dialect import DialectEntry, DialectReport
 
 
@@ -54,26 +54,10 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-def _value(v):
-    if isinstance(v, torch.Tensor):
-        return Tensor(tuple(v.shape), v.dtype)
-    if isinstance(v, (list, tuple)):
-        return tuple(_value(x) for x in v)
-    return v
-
-
 def _bind(func, args, kwargs) -> dict:
-    values = {}
-    for i, arg in enumerate(func._schema.arguments):
-        if i < len(args) and not arg.kwarg_only:
-            values[arg.name] = _value(args[i])
-        elif arg.name in kwargs:
-            values[arg.name] = _value(kwargs[arg.name])
-        elif arg.has_default_value():
-            values[arg.name] = _value(arg.default_value)
-        else:
-            values[arg.name] = None
-    return values
+    arguments = func._schema.arguments
+    return call_values([a.name for a in arguments if not a.kwarg_only], args, kwargs,
+                       {a.name: a.default_value if a.has_default_value() else None for a in arguments})
 
 
 def _outputs(out) -> list:
@@ -127,7 +111,7 @@ def _check_call(check: RuleCheck, rules, func, args, kwargs, out) -> None:
         return
     values = _bind(func, args, kwargs)
     for (name, _, _), output in zip(rules, _outputs(out)):
-        values.setdefault(name, _value(output))
+        values.setdefault(name, _rule_value(output))
     outputs = _outputs(out)
     try:
         for (name, size, dtype), actual in zip(rules, outputs):

@@ -93,6 +93,69 @@ def test_the_simulator_is_one_folder():
         assert room not in flat, f"torch_simhpu/{room}.py belongs in torch_simhpu/simulation/"
 
 
+def module_graph(top: str) -> dict[str, set[str]]:
+    """Module -> the modules of the tree it imports (inside functions too): `from a import b` is an
+    edge to a.b where b is a module, to a where b is a name a defines. The root package's own
+    __init__ is left out as a target: every module imports the native _C through it."""
+    files = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in (ROOT / top).rglob("*.py")}
+
+    def known(name):
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in files.items():
+        package = path.relative_to(ROOT).parent.parts
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(known(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = package[:len(package) - node.level + 1] if node.level else ()
+                source = ".".join([*base, *(node.module.split(".") if node.module else [])])
+                submodules = {f"{source}.{a.name}" for a in node.names} & files.keys()
+                targets.update(submodules)
+                if len(submodules) < len(node.names):
+                    targets.add(known(source))
+        graph[module] = targets - {"", module, top}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module."""
+    order, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+                on.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in order:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    for top in ("torch_simhpu", "codegen"):
+        assert not circles(module_graph(top)), f"import circles in {top}/: {circles(module_graph(top))}"
+
+
 def test_no_benchmark_imports_the_driver_back():
     back = {p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name != "run.py" and "run" in imported(p)}
     assert not back, f"benchmarks importing run.py: {sorted(back)}"

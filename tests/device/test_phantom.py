@@ -267,7 +267,7 @@ def test_simhpu_execute_0_beside_the_commands_profile_runs_phantom_on_it(tmp_pat
     # (the command's --profile is the profile: no SIMHPU_DEVICE_PROFILE needed; a part's 40 GiB
     # tensor is held "on the part", which only phantom execution can do on this host)
     script = tmp_path / "step.py"
-    script.write_text("import torch\nimport torch_simhpu\nfrom torch_simhpu import phantom\n"
+    script.write_text("import torch\nimport torch_simhpu\nfrom torch_simhpu.simulation import phantom\n"
                       "big = torch.empty(40 * 2**30, dtype=torch.uint8, device='simhpu')\n"
                       "w = torch.empty(8192, 8192, device='simhpu', dtype=torch.bfloat16)\n"
                       "print('phantom', phantom.enabled(), (w @ w).shape)\n")

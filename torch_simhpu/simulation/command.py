@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 from torch_simhpu.simulation import phantom, simulated_ranks
+from torch_simhpu.simulation.clocks import simulate
 from torch_simhpu.simulation.part_profiles import _HOST_TIME, profiles
 
 
 def main(argv: list[str] | None = None) -> int:
-    from torch_simhpu.simulation import simulate  # (the package's, which imports this)
-
     parser = argparse.ArgumentParser(
         prog="python -m torch_simhpu.simulation",
         description="Run a script with simulated time on and print where the modelled part spends it.")
@@ -64,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(ranks) > 1 and simulated_ranks.JOINED_RANKS not in os.environ:
             from torch_simhpu.simulation import joined_run
 
-            return joined_run.run(argv, ranks, options.module, options.script, options.args, options.html)
+            return joined_run.run(argv, ranks, options.module, options.script, options.args, options.html, main)
         if len(ranks) > 1:  # one of the processes joined_run forked: its rank is in the environment
             ranks = [int(os.environ[simulated_ranks.RANK])]
             if options.html:

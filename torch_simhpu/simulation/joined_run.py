@@ -24,7 +24,7 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 from torch_simhpu.simulation import simulated_ranks
 
@@ -32,8 +32,9 @@ _page_folder: Path | None = None  # in a forked rank, with --html: where its pag
 
 
 def run(argv: list[str], ranks: list[int], module: str | None, script: str | None, program_args: list[str],
-        html: str | None) -> int:
-    """Forks a process for each rank of `ranks`, each running the command (`argv`) as that rank."""
+        html: str | None, command: Callable[[list[str]], int]) -> int:
+    """Forks a process for each rank of `ranks`, each running `command` (the command line's main,
+    which calls this) on `argv` as that rank."""
     import torch.distributed as dist
 
     _preload(module, script, program_args)
@@ -58,7 +59,7 @@ def run(argv: list[str], ranks: list[int], module: str | None, script: str | Non
             pid = os.fork()
             if pid == 0:
                 listener.close()
-                _play(argv, {**environment, simulated_ranks.RANK: str(rank)}, folder, rank, html is not None)
+                _play(command, argv, {**environment, simulated_ranks.RANK: str(rank)}, folder, rank, html is not None)
             children[pid] = rank
         store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,  # noqa: F841 (serves)
                               master_listen_fd=listener.fileno())
@@ -147,7 +148,8 @@ def _stop(pid: int) -> None:
         pass
 
 
-def _play(argv: list[str], environment: dict, folder: Path, rank: int, html: bool) -> NoReturn:
+def _play(command: Callable[[list[str]], int], argv: list[str], environment: dict, folder: Path, rank: int,
+          html: bool) -> NoReturn:
     """In a forked process: the command as one rank, its output into the folder; never returns."""
     global _page_folder
     code = 1
@@ -158,9 +160,7 @@ def _play(argv: list[str], environment: dict, folder: Path, rank: int, html: boo
         os.dup2(output, 1)
         os.close(output)
         _page_folder = folder if html else None
-        from torch_simhpu.simulation import main
-
-        code = main(argv)
+        code = command(argv)
     except SystemExit as exit_:
         if isinstance(exit_.code, str):
             print(exit_.code, file=sys.stderr)

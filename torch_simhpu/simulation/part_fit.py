@@ -32,7 +32,10 @@ import torch
 
 from torch_simhpu import _C
 from torch_simhpu._device_name import DEVICE_TYPE
-from torch_simhpu.simulation import Launch, kernel_choice, load_profile, part_measure, simulate
+from torch_simhpu.simulation import kernel_choice, part_measure
+from torch_simhpu.simulation.clocks import simulate
+from torch_simhpu.simulation.part_profiles import load_profile
+from torch_simhpu.simulation.report import Launch
 
 # Which memory class decides a memory-bound call's time (the class whose traffic the row fits).
 CALL_CLASS = {

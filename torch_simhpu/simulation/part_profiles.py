@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 from pathlib import Path
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from torch_simhpu import _C
 from torch_simhpu.simulation import kernel_choice
@@ -390,64 +388,5 @@ def _multi_tensor_apply(given: dict, problem, enabled: bool = True) -> dict:
     return out
 
 
-def set_profile(profile: str | os.PathLike | dict | None, *, host_time: str = "modelled") -> None:
-    """Simulated time on with `profile` (its clocks start at zero), or off (None).
-
-    host_time: "modelled" (the part's host: the profile's dispatch time per operator
-    and launch time per kernel; the timeline is the same on every machine, and the
-    same whether kernels run asynchronously, blocking or not at all) or "measured"
-    (the program's own time between operators as this machine's CPU took it, added:
-    it moves with this machine's speed and load).
-
-    SIMHPU_DEVICE_PROFILE sets it at import, and there the device memory's capacity
-    follows the profile unless SIMHPU_MEMORY_LIMIT says otherwise; set at run time,
-    the capacity stays what the device started with.
-    """
-    if host_time not in _HOST_TIME:
-        raise ValueError(f"torch.simhpu.set_profile: host_time must be 'measured' or 'modelled', got {host_time!r}")
-    if profile is None:
-        _C._simclock_set_profile(None)
-        return
-    checked = load_profile(profile)
-    from torch_simhpu.simulation.flop_formulas import _install_flop_formulas  # (they read the profile in use)
-
-    _install_flop_formulas()
-    _install_optimizer_host_time()
-    _C._simclock_set_host_time(_HOST_TIME[host_time])
-    _C._simclock_set_profile(checked)
-    _profiles_in_use[checked["name"]] = checked
-
-
-_optimizer_hooks = None
-_optimizer_depth = threading.local()
-
-
-def _install_optimizer_host_time() -> None:
-    """An optimizer step's host time besides its operators (the profile's host_optimizer_overhead a
-    parameter tensor with a gradient), charged once a step: an optimizer that steps others (torchtitan's
-    container) is counted at the outermost step only."""
-    global _optimizer_hooks
-    if _optimizer_hooks is not None:
-        return
-
-    def before(optimizer, *_):
-        depth = getattr(_optimizer_depth, "value", 0)
-        _optimizer_depth.value = depth + 1
-        name = _C._simclock_profile_name()
-        overhead = _profiles_in_use.get(name, {}).get("host_optimizer_overhead", 0.0) if name else 0.0
-        if depth == 0 and overhead > 0:
-            tensors = sum(p.grad is not None for group in optimizer.param_groups for p in group["params"])
-            _C._simclock_add_host_time(overhead * tensors)
-
-    def after(optimizer, *_):
-        _optimizer_depth.value = max(0, getattr(_optimizer_depth, "value", 1) - 1)
-
-    _optimizer_hooks = (register_optimizer_step_pre_hook(before), register_optimizer_step_post_hook(after))
-
-
-def profile() -> str | None:
-    """The name of the profile in use, or None while simulated time is off."""
-    return _C._simclock_profile_name()
-
-
+# Every profile set on the clocks (set_profile), by name: what pricing and the FLOP formulas read back.
 _profiles_in_use: dict[str, dict] = {}

@@ -28,10 +28,11 @@ import torch
 from torch.utils import _pytree as pytree
 
 from torch_simhpu import _C
-from torch_simhpu.simulation import phantom, simulate
+from torch_simhpu._device_name import DEVICE_TYPE
+from torch_simhpu.simulation import phantom
+from torch_simhpu.simulation.clocks import simulate
 from torch_simhpu.simulation.part_profiles import load_profile
 from torch_simhpu.simulation.report import Launch, _measure, _t, _union
-from torch_simhpu._device_name import DEVICE_TYPE
 
 BOUNDS = ("compute", "memory", "latency", "host-link", "fabric")
 

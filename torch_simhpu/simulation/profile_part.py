@@ -38,7 +38,7 @@ def profile_part(device: str | None, output: str, *, base: str | None = None, ro
                  time_limit: float = 600.0, name: str | None = None, log=print) -> dict:
     """Measures (or reads) rows, fits, checks and writes the profile; returns its report."""
     from torch_simhpu.simulation import part_fit, part_measure
-    from torch_simhpu.simulation import ProfileError
+    from torch_simhpu.simulation.part_profiles import ProfileError
 
     if rows_file:
         try:
