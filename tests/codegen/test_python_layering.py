@@ -21,20 +21,21 @@ DEVICE_MODULE = tuple(p.relative_to(PACKAGE) for p in sorted((PACKAGE / "device"
 LENSES = ("torch_simhpu.simulation", "torch_simhpu.sanitizer", "torch_simhpu.chaos")
 
 
-def imported(path: Path) -> set[str]:
-    """Every module a file imports, at its top or inside a function (`from a import b`: a and a.b),
-    relative imports made absolute."""
+def import_statements(path: Path):
+    """(module, names) for each import a file makes, at its top or inside a function, relative
+    imports made absolute: `import a` is (a, ()), `from a import b, c` is (a, (b, c))."""
     package = path.relative_to(ROOT).parent.parts
-    names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            yield from ((alias.name, ()) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = package[:len(package) - node.level + 1] if node.level else ()
-            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
-    return names
+            yield ".".join([*base, *(node.module.split(".") if node.module else [])]), tuple(a.name for a in node.names)
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a file imports, and what it takes from each (`from a import b`: a and a.b)."""
+    return {name for module, names in import_statements(path) for name in (module, *(f"{module}.{n}" for n in names))}
 
 
 CODEGEN = ROOT / "codegen"
@@ -107,18 +108,12 @@ def module_graph(top: str) -> dict[str, set[str]]:
 
     graph = {}
     for module, path in files.items():
-        package = path.relative_to(ROOT).parent.parts
         targets = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets.update(known(alias.name) for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = package[:len(package) - node.level + 1] if node.level else ()
-                source = ".".join([*base, *(node.module.split(".") if node.module else [])])
-                submodules = {f"{source}.{a.name}" for a in node.names} & files.keys()
-                targets.update(submodules)
-                if len(submodules) < len(node.names):
-                    targets.add(known(source))
+        for source, names in import_statements(path):
+            submodules = {f"{source}.{name}" for name in names} & files.keys()
+            targets.update(submodules)
+            if not names or len(submodules) < len(names):
+                targets.add(known(source))
         graph[module] = targets - {"", module, top}
     return graph
 

@@ -81,3 +81,18 @@ def test_official_entries_run_as_simulated_aclnn_kernels_their_rules_checked_on_
     line = next(i for i, l in enumerate(wrong.read_text().splitlines(), 1) if l.startswith("  - func: gelu("))
     assert f"aten::gelu ({wrong}:{line}): gen_opapi's rule for output 0 gives size [3, 4] and dtype float16" in out
     assert "where ATen computes [3, 4] and float32" in out and "usable: torch.Size([3, 4])" in out
+
+
+def test_a_fake_from_rules_over_a_tensor_list_gives_outputs_on_its_tensors_device():
+    """The rules see a list of tensors as a tuple of their sizes and dtypes (as check.py binds op_db's
+    calls), and the outputs go to the device of the first tensor, wherever in the call it is."""
+    import torch
+
+    from torch_simhpu.codegen.model.op_plugin_rules import parse
+    from torch_simhpu.op_plugin_rule_checks import fake_from_rules
+
+    fake = fake_from_rules(["tensors", "dim"], [(parse("stack_output_size(tensors, dim)"),
+                                                 parse("tensors[0].scalar_type()"))])
+    a = torch.ones(2, 3, device="simhpu", dtype=torch.float16)
+    out = fake([a, a, a], 1)
+    assert (out.shape, out.dtype, out.device.type) == ((2, 3, 3), torch.float16, "simhpu")

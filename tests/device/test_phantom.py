@@ -246,6 +246,15 @@ def test_phantom_execution_gives_the_host_heaps_free_pages_back_while_it_runs(mo
     assert len(released) == count
 
 
+def test_where_the_c_library_cannot_release_the_thread_stops_at_its_first_try(monkeypatch):
+    released = []
+    monkeypatch.setattr(_C, "_release_free_host_memory", lambda: released.append(True) and False)
+    monkeypatch.setattr(host_memory, "SECONDS_BETWEEN_RELEASES", 0.02)
+    with phantom():
+        time.sleep(0.3)
+    assert released == [True]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="resident memory read from /proc")
 def test_releasing_free_host_memory_shrinks_a_fragmented_heap():
     def resident() -> int:

@@ -14,7 +14,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 
 from torch_simhpu import _C
 from torch_simhpu.device.memory import _format_bytes
-from torch_simhpu.simulation import phantom
+from torch_simhpu.simulation import html, phantom
 from torch_simhpu.simulation.memory_ledger import MemoryBreakdown, MemoryLedger
 
 
@@ -371,16 +371,14 @@ class Simulation:
     def page_data(self, top: int = 20) -> dict:
         """What the HTML page (html.py) draws: the report, the steady step's timeline, the roofline
         of its operators and the memory at its peak."""
-        from torch_simhpu.simulation.html import MOST_LAUNCHES
-
         start, end, _ = self.steady_window()
         if len(self.step_ends) >= 2:  # the last step alone: the steady one, drawn at a readable scale
             start = self.step_ends[-2]
         shown = [x for x in self.kernels() if x.end > start and x.start < end]
         note = f"({len(shown):,} launches"
-        if len(shown) > MOST_LAUNCHES:
-            shown = sorted(shown, key=lambda x: -x.duration)[:MOST_LAUNCHES]
-            note += f"; the {MOST_LAUNCHES:,} longest drawn"
+        if len(shown) > html.MOST_LAUNCHES:
+            shown = sorted(shown, key=lambda x: -x.duration)[:html.MOST_LAUNCHES]
+            note += f"; the {html.MOST_LAUNCHES:,} longest drawn"
         critical = {x.id for x in self.critical_path()}
         note += ", the critical path outlined)" if critical else ")"
         streams = sorted({(x.device, x.stream) for x in shown})
@@ -413,8 +411,6 @@ class Simulation:
 
     def write_html(self, path: str | os.PathLike, top: int = 20) -> Path:
         """The report as an HTML page at `path`, with the timeline and a roofline plot (html.py)."""
-        from torch_simhpu.simulation import html
-
         return html.write(self.page_data(top), path)
 
     def _phantom_words(self) -> str:
