@@ -32,9 +32,10 @@ import torch
 
 
 def _by_path(name: str):
-    """A torch-alone module of torch_simhpu, loaded by path (no package import: no extension needed)."""
+    """A torch-alone module of torch_simhpu (its path in the package, slashes between folders), loaded by
+    path (no package import: no extension needed)."""
     path = pathlib.Path(__file__).resolve().parents[1] / "torch_simhpu" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -65,7 +66,7 @@ class _CpuKernel:
 def profile_step(name: str, device: str, scale: str) -> dict:
     from torch.profiler import ProfilerActivity, profile
     step = _by_path("model_zoo").training_step(name, device, scale=scale)
-    wall, _ = _by_path("part_measure").time_step(step, device)  # (three warm-ups, the median of ten)
+    wall, _ = _by_path("simulation/part_measure").time_step(step, device)  # (three warm-ups, the median of ten)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
     with profile(activities=activities, record_shapes=True) as prof:
         step()

@@ -681,12 +681,19 @@ def fsdp2_steps_simulated_timeline(rank, world, execute):
     fully_shard(model, mp_policy=policy)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
     x = torch.randn(16, 64, device=device())
+
+    def step():
+        model(x).float().square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+    step()  # (a first step runs Python no later one does, its imports among them: whichever ran in this process before)
     torch.simhpu.synchronize()
-    with torch.simhpu.simulate("h100-sxm", execute=execute, _keep_capacity=True) as sim:
+    from torch_simhpu.simulation import part_fit
+    # (with the program's Python lines priced: FSDP2's hooks and torch.optim run the same lines however the kernels ran)
+    profile = dict(part_fit._raw("h100-sxm"), host_python_line=0.3e-6)
+    with torch.simhpu.simulate(profile, execute=execute, _keep_capacity=True) as sim:
         for _ in range(2):
-            model(x).float().square().mean().backward()
-            opt.step()
-            opt.zero_grad()
+            step()
     # (streams by the order the step first used them: which of the device's pool a process hands
     # out depends on what ran in it before)
     streams = {}

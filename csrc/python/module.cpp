@@ -13,6 +13,7 @@
 #include "python/launch_site.h"
 #include "python/memory_history.h"
 #include "python/phantom.h"
+#include "python/python_lines.h"
 #include "python/sanitizer.h"
 #include "python/simclock.h"
 #include "runtime/device.h"
@@ -226,6 +227,7 @@ PYBIND11_MODULE(_C, m) {
   simhpu::bind_memory_history(m);
   simhpu::bind_sanitizer(m);
   simhpu::bind_simclock(m);
+  simhpu::bind_python_lines(m);
   simhpu::bind_phantom(m);
   simhpu::bind_distributed(m);
   simhpu::bind_compiled_kernels(m);

@@ -42,6 +42,7 @@ DeviceProfile profile_of(const py::dict& d) {
   p.sync_latency = d["sync_latency"].cast<double>();
   p.synchronous_launches = d["synchronous_launches"].cast<bool>();
   p.host_autograd_overhead = d["host_autograd_overhead"].cast<double>();
+  p.host_python_line = d["host_python_line"].cast<double>();
   p.host_convolution_overhead = d["host_convolution_overhead"].cast<double>();
   p.host_convolution_backward_overhead = d["host_convolution_backward_overhead"].cast<double>();
   p.convolution_floor = d["convolution_floor"].cast<double>();

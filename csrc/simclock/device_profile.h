@@ -75,6 +75,9 @@ struct DeviceProfile {
   double host_launch_overhead = 0;  // host time the part's driver takes to launch a kernel
   double sync_latency = 0;          // for the host to see that the device finished
   double host_autograd_overhead = 0;  // host time the autograd engine takes a node, besides its operators
+  // Host time a line of the program's own Python takes (nn.Module's machinery, a model's forward, an
+  // optimizer's bookkeeping), besides the operators it calls (0: not counted).
+  double host_python_line = 0;
   // Host time a convolution call takes in the part's library besides its launches (cuDNN finds
   // its plan and workspace, and launches layout changes), forward and backward.
   double host_convolution_overhead = 0;

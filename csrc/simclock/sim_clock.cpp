@@ -127,6 +127,9 @@ void begin_counting_before_first_launch(uint64_t epoch) {
   }
   operators_epoch = epoch;
 }
+// Lines of the program's Python this thread ran that the host has not paid for yet.
+thread_local uint64_t python_lines_unpaid = 0;
+
 // This thread's CPU time when it began its current wait for the device: what
 // it spends waiting for the CPU workers is not host time on the part.
 thread_local double wait_began = 0;
@@ -137,6 +140,10 @@ void advance_host(State& s, double cpu_now) {
   if (s.host_mode == HostTime::Measured && last_epoch == s.epoch && op_depth == 0) {
     s.host += std::max(0.0, cpu_now - last_cpu);
   }
+  if (s.host_mode == HostTime::Modelled && python_lines_unpaid > 0) {
+    s.host += static_cast<double>(python_lines_unpaid) * s.profile->host_python_line;
+  }
+  python_lines_unpaid = 0;
   last_cpu = cpu_now;
   last_epoch = s.epoch;
 }
@@ -345,6 +352,7 @@ void set_profile(std::optional<DeviceProfile> profile) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.profile = std::move(profile);
   s.host = 0;
+  python_lines_unpaid = 0;  // (the thread that restarts the clocks is the one whose lines are counted)
   ++s.epoch;
   if (s.profile && !operator_callbacks) {
     operator_callbacks = at::addGlobalCallback(
@@ -599,6 +607,10 @@ void add_host_time(double seconds) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile || s.host_mode != HostTime::Modelled) return;  // (measured: the program's own time is counted)
   s.host += std::max(0.0, seconds);
+}
+
+void count_python_line() {
+  if (op_depth == 0) ++python_lines_unpaid;
 }
 
 double host_now() {

@@ -82,6 +82,10 @@ void set_op_classes(std::unordered_map<std::string, MemoryClass> classes);
 // The part's host spends `seconds` besides its operators (the modelled host's share of a
 // library's Python, e.g. an optimizer step's per-tensor bookkeeping); nothing with measured host time.
 void add_host_time(double seconds);
+// This thread ran a line of the program's Python (python/python_lines.cpp counts them while the
+// profile prices a line): the host pays the profile's host_python_line for it at its next operator.
+// Lines inside an operator are simhpu's own way of running it, not the program's.
+void count_python_line();
 
 // Simulated seconds.
 double host_now();

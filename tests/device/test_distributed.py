@@ -210,7 +210,8 @@ def test_simulated_time_is_the_same_whether_kernels_run_async_blocking_or_not_at
         for other in (blocking[rank], phantom[rank]):
             first = next((i for i, (a, b) in enumerate(zip(queued[rank], other)) if a != b), None)
             assert first is None and len(other) == len(queued[rank]), (
-                rank, first, queued[rank][first - 1:first + 2] if first else None, other[first - 1:first + 2] if first else None)
+                rank, first, *((queued[rank][max(0, first - 1):first + 2], other[max(0, first - 1):first + 2])
+                               if first is not None else ()))
 
 
 @pytest.mark.parametrize("device_count", ["1", "2"])

@@ -11,7 +11,7 @@ import threading
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from torch_simhpu import _C
-from torch_simhpu.simulation import phantom
+from torch_simhpu.simulation import phantom, python_lines
 from torch_simhpu.simulation.flop_formulas import _install_flop_formulas
 from torch_simhpu.simulation.part_profiles import _HOST_TIME, _profiles_in_use, load_profile
 from torch_simhpu.simulation.report import Simulation
@@ -36,6 +36,7 @@ def set_profile(profile: str | os.PathLike | dict | None, *, host_time: str = "m
         raise ValueError(f"torch.simhpu.set_profile: host_time must be 'measured' or 'modelled', got {host_time!r}")
     if profile is None:
         _C._simclock_set_profile(None)
+        _count_lines_if_priced()
         return
     checked = load_profile(profile)
     _install_flop_formulas()
@@ -43,6 +44,17 @@ def set_profile(profile: str | os.PathLike | dict | None, *, host_time: str = "m
     _C._simclock_set_host_time(_HOST_TIME[host_time])
     _C._simclock_set_profile(checked)
     _profiles_in_use[checked["name"]] = checked
+    _count_lines_if_priced()
+
+
+def _count_lines_if_priced() -> None:
+    """The program's Python lines counted while the profile in use prices them (modelled host time)."""
+    name = _C._simclock_profile_name()
+    if (name is not None and _profiles_in_use[name]["host_python_line"] > 0
+            and _C._simclock_host_time() == _HOST_TIME["modelled"]):
+        python_lines.start()
+    else:
+        python_lines.stop()
 
 
 _optimizer_hooks = None
@@ -132,6 +144,7 @@ def simulate(profile: str | os.PathLike | dict | None = None, *, host_time: str 
             else:
                 _C._simclock_set_host_time(before_mode)
                 _C._simclock_set_profile(_profiles_in_use[before])
+            _count_lines_if_priced()
 
 
 def _start_from_environment() -> None:

@@ -268,6 +268,53 @@ def _ratio(results: list[dict]) -> float | None:
 _MOST_TRAFFIC = 256.0
 
 
+# What a library's Python and bookkeeping take on the host beyond its operators' dispatch, each read
+# off its row: the field, its bound, what it is a share of.
+_HOST_SHARES = {
+    part_measure.PYTHON_HOST: ("host_python_line", 1e-4, "a line of the program's Python"),
+    part_measure.AUTOGRAD_HOST: ("host_autograd_overhead", 1e-3, "autograd, a node"),
+    part_measure.OPTIMIZER_HOST: ("host_optimizer_overhead", 1e-3, "an optimizer step, a tensor"),
+}
+
+
+def _fit_host_shares(profile: dict, rows: list[dict], notes: list[str]) -> None:
+    """The host's shares together: each row runs some of all three (the Python row's backward has
+    autograd nodes; the autograd row's loop and torch.optim's step are Python lines), so each row's
+    count of each is read off its price (the field at zero, then at a unit), and the shares solved
+    one after another until they settle."""
+    if not rows:
+        return
+    fields = {field: bound for field, bound, _ in _HOST_SHARES.values()}
+    values = {field: profile.get(field, 0.0) for field in fields}  # (a share no row times keeps its base's)
+    unit = 1e-6
+    for field in fields:
+        profile[field] = 0.0
+    equations = []  # (the field the row sets, its measured seconds less its price at zero, counts by field)
+    for result in evaluate(rows, profile):
+        if result["priced"] is None:
+            continue
+        counts = {}
+        for field in fields:
+            profile[field] = unit
+            counts[field] = (evaluate([result["row"]], profile)[0]["priced"] - result["priced"]) / unit
+            profile[field] = 0.0
+        own = _HOST_SHARES[result["case"]["call"]][0]
+        if counts[own] > 0:
+            equations.append((own, result["row"]["seconds"] - result["priced"], counts))
+    for field in {own for own, _, _ in equations}:
+        values[field] = 0.0
+    for _ in range(20):
+        for field in {own for own, _, _ in equations}:
+            each = [(left - sum(counts[f] * values[f] for f in fields if f != field)) / counts[field]
+                    for own, left, counts in equations if own == field]
+            if each:
+                values[field] = min(fields[field], max(0.0, statistics.median(each)))
+    profile.update(values)
+    for field, _, label in _HOST_SHARES.values():
+        if any(own == field for own, _, _ in equations):
+            notes.append(f"host time of {label} besides its operators: {values[field] * 1e6:.3f} us")
+
+
 def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tuple[dict, list[str]]:
     """A profile (a dict in the JSON's shape) with `base`'s fields and the constants the rows set,
     and the list of what was fitted on what."""
@@ -287,7 +334,7 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         if case["kind"] == "launch" and case["call"] == "graph":
             profile["kernel_overhead"] = row["seconds"]
             notes.append(f"kernel_overhead {row['seconds'] * 1e6:.2f} us: back-to-back tiny kernels in a CUDA graph")
-        elif case["kind"] == "launch" and case["call"] in (part_measure.OPTIMIZER_HOST, part_measure.AUTOGRAD_HOST):
+        elif case["kind"] == "launch" and case["call"] in _HOST_SHARES:
             continue  # (after the host's time per launch, below)
         elif case["kind"] == "launch":
             seconds = row["seconds"]
@@ -296,17 +343,7 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             profile["host_op_overhead"] = seconds * share
             profile["host_launch_overhead"] = seconds * (1 - share)
             notes.append(f"host time per eager launch {seconds * 1e6:.2f} us (dispatch {share:.0%}, launch the rest)")
-    # what a library's Python and bookkeeping take on the host beyond its operators' dispatch
-    for call, field, per, label in (
-            (part_measure.OPTIMIZER_HOST, "host_optimizer_overhead", lambda c: c["tensors"], "an optimizer step, a tensor"),
-            (part_measure.AUTOGRAD_HOST, "host_autograd_overhead", lambda c: c["ops"] + 1, "autograd, a node")):
-        rows_of = by(lambda c, call=call: c["kind"] == "launch" and c["call"] == call)
-        if rows_of:
-            profile[field] = 0.0
-            each = [(r["row"]["seconds"] - r["priced"]) / per(r["case"])
-                    for r in evaluate(rows_of, profile) if r["priced"] is not None]
-            profile[field] = min(1e-3, max(0.0, statistics.median(each))) if each else 0.0
-            notes.append(f"host time of {label} besides its operators: {profile[field] * 1e6:.2f} us")
+    _fit_host_shares(profile, by(lambda c: c["kind"] == "launch" and c["call"] in _HOST_SHARES), notes)
     pinned = [row["bytes"] / row["seconds"] for row, case in cases if case["kind"] == "host link" and "pinned" in case["call"]]
     pageable = [row["bytes"] / row["seconds"] for row, case in cases if case["kind"] == "host link" and "pageable" in case["call"]]
     efficiency = profile["efficiency"]

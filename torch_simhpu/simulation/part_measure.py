@@ -61,7 +61,12 @@ LAUNCH_HOST = "x.add_(1) on a 1-element tensor in a Python loop: host seconds pe
 OPTIMIZER_HOST = "AdamW step (foreach) over 1-element tensors in a Python loop: host seconds per call"
 # A chain of tiny operators that autograd records, then its backward: what the autograd engine adds.
 AUTOGRAD_HOST = "y = y * 1.0001 on a 0-d tensor that requires grad, forward then backward, in a Python loop: host seconds per call"
-HOST_CALLS = (LAUNCH_HOST, OPTIMIZER_HOST, AUTOGRAD_HOST)
+# A model's own Python: nn.Module's call machinery and two small transformer blocks' forward, their
+# backward, on a batch so small its kernels take next to nothing. What is left besides the operators'
+# dispatch and autograd's nodes is the Python, priced a line (the profile's host_python_line).
+PYTHON_HOST = ("two transformer blocks of torch.nn modules on a [1, 2, 8] batch, forward + backward, "
+               "in a Python loop: host seconds per call")
+HOST_CALLS = (LAUNCH_HOST, OPTIMIZER_HOST, AUTOGRAD_HOST, PYTHON_HOST)
 
 
 def gpu_cases() -> list[dict]:
@@ -111,6 +116,7 @@ def gpu_cases() -> list[dict]:
     cases.append(dict(kind="launch", call=LAUNCH_HOST))
     cases.append(dict(kind="launch", call=OPTIMIZER_HOST, tensors=24))
     cases.append(dict(kind="launch", call=AUTOGRAD_HOST, ops=16))
+    cases.append(dict(kind="launch", call=PYTHON_HOST))
     return cases
 
 
@@ -180,6 +186,7 @@ def cpu_cases() -> list[dict]:
     cases.append(dict(kind="launch", call=LAUNCH_HOST))
     cases.append(dict(kind="launch", call=OPTIMIZER_HOST, tensors=24))
     cases.append(dict(kind="launch", call=AUTOGRAD_HOST, ops=16))
+    cases.append(dict(kind="launch", call=PYTHON_HOST))
     return cases
 
 
@@ -251,6 +258,8 @@ def build(case: dict, device) -> callable:
                 y = y * 1.0001
             y.backward()
         return forward_backward
+    if kind == "launch" and call == PYTHON_HOST:
+        return _python_host(device)
     if kind == "launch" and call == OPTIMIZER_HOST:
         params = [torch.zeros(1, device=device, requires_grad=True) for _ in range(case["tensors"])]
         for p in params:
@@ -260,6 +269,33 @@ def build(case: dict, device) -> callable:
         x = torch.zeros(1, device=device)
         return lambda: x.add_(1)
     raise ValueError(f"part_measure: no way to build a case of kind {kind!r} and call {call!r}")
+
+
+class _Block(torch.nn.Module):
+    """A pre-norm transformer block as models write one: attention, then an MLP, each a residual."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.attention_norm, self.mlp_norm = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.qkv, self.out = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * width, width), torch.nn.Dropout(0.0))
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.attention_norm(x)).chunk(3, dim=-1)
+        x = x + self.out(F.scaled_dot_product_attention(q, k, v))
+        return x + self.mlp(self.mlp_norm(x))
+
+
+def _python_host(device) -> callable:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_Block(8), _Block(8)).to(device)
+    batch = torch.randn(1, 2, 8, device=device)
+
+    def forward_backward():
+        model.zero_grad(set_to_none=True)
+        model(batch).sum().backward()
+    return forward_backward
 
 
 def _memory_bound(case: dict, device, dtype) -> callable:
@@ -485,8 +521,13 @@ def _kernel_names(fn, case: dict) -> dict[str, int]:
 
 
 def _time_host_loop(fn, device, budget: float) -> tuple[float, str]:
-    calls = 2000
-    for _ in range(200):
+    t0 = time.perf_counter()
+    for _ in range(20):
+        fn()
+    _sync(device)
+    once = (time.perf_counter() - t0) / 20
+    calls = max(20, min(2000, int(0.2 / max(once, 1e-7))))  # (about 0.2 s a timing)
+    for _ in range(calls // 10):
         fn()
     _sync(device)
     times = []

@@ -144,6 +144,11 @@ def _validated(data: dict, where: str) -> dict:
         out[name] = positive(data.get(name, 0), name)
         if out[name] > 1e-3:
             raise problem(name, f"seconds {unit}, <= 1e-3, got {out[name]!r}")
+    # optional: the host's time a line of the program's own Python takes besides the operators it calls
+    # (simulation/python_lines.py counts them), as measured on a row of nn.Module code
+    out["host_python_line"] = positive(data.get("host_python_line", 0), "host_python_line")
+    if out["host_python_line"] > 1e-4:
+        raise problem("host_python_line", f"seconds a line, <= 1e-4, got {out['host_python_line']!r}")
     # optional: the host's time a convolution call takes in the part's library besides its launch
     # (cuDNN's plan and workspace lookups, its layout changes' launches), forward and backward
     for name in ("host_convolution_overhead", "host_convolution_backward_overhead"):

@@ -1,0 +1,36 @@
+"""The lines of the program's own Python, counted for the modelled host to price (a profile's
+host_python_line, seconds a line): what the part's host spends between operators in nn.Module's
+machinery, a model's forward and an optimizer's bookkeeping. A count, not a clock: the same
+program gets the same price on a busy machine and a quiet one, under phantom, blocking or
+asynchronous execution.
+
+Counting uses the interpreter's trace hook on the thread that set the profile (csrc/python/
+python_lines.cpp). simhpu's own Python is not the program's, nor is what it calls; the programs
+simhpu ships (the model zoo, profile_part's calls) are. A thread a debugger or coverage already
+traces is left to it, and its lines go unpriced (a warning says so).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+from torch_simhpu import _C
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The package's modules that are programs, as a user's would be: their lines are the program's.
+_PROGRAMS = ("model_zoo.py", os.path.join("simulation", "part_measure.py"))
+
+
+def start() -> bool:
+    """Counts this thread's program lines from now; False (with a warning) if another tracer holds it."""
+    if _C._python_lines_start([_PACKAGE + os.sep], [os.path.join(_PACKAGE, p) for p in _PROGRAMS]):
+        return True
+    warnings.warn("torch_simhpu: another tracer (a debugger, coverage) holds this thread: the program's Python "
+                  "lines are not priced (the profile's host_python_line), so simulated host time reads short",
+                  RuntimeWarning, stacklevel=3)
+    return False
+
+
+def stop() -> None:
+    _C._python_lines_stop()
+
