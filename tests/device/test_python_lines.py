@@ -126,3 +126,13 @@ def test_the_fit_reads_the_line_price_autograds_and_the_optimizers_off_their_row
     fitted, _ = part_fit.fit(rows, base, rounds=1, log=lambda *_: None)
     for field in ("host_python_line", "host_autograd_overhead", "host_optimizer_overhead"):
         assert fitted[field] == pytest.approx(truth[field], rel=0.02), field
+
+
+def test_a_row_timed_by_wall_clock_is_priced_until_its_call_returns():
+    """A wall-clock row's clock ran until the call returned: the Python after its last kernel (torch.autograd.grad's
+    own, after the engine ran the backward) is in its price, where a row timed on the device has the kernels alone."""
+    case = dict(kind="memory-bound", call="torch.softmax(x, -1) forward + backward", dtype="float32", shape=[32, 128])
+    profile = part(host_python_line=1e-5)
+    on_the_wall = part_fit.priced_seconds(dict(case, timing="wall clock around 1 call(s) after synchronising"), profile)
+    on_the_device = part_fit.priced_seconds(dict(case, timing="device (CUDA events around one call, median of 5)"), profile)
+    assert on_the_wall >= on_the_device + 1e-5
