@@ -120,6 +120,7 @@ def main(argv=None) -> int:
     from torch_simhpu.simulation import load_profile
 
     torch.set_num_threads(args.threads)
+    part_measure.keep_the_heap()  # (the part keeps the memory it freed, as a device's caching allocator does)
     models = [m for m in args.models.split(",") if m]
     cases = part_measure.cpu_cases()
     if args.quick:
@@ -136,7 +137,8 @@ def main(argv=None) -> int:
     results = price_steps(measured["rows"], profile)
 
     errors = [abs(r["error"]) for r in results if r["error"] is not None]
-    part = f"{measured.get('part', 'cpu')}, {args.threads} thread(s), torch {torch.__version__}"
+    part = (f"{measured.get('part', 'cpu')}, {args.threads} thread(s), heap {measured.get('heap', 'not said')}, "
+            f"torch {torch.__version__}")
     lines = []
     if args.markdown:
         lines += [f"CPU as a part ({part}; {args.passes} passes, the fastest of each):", "",

@@ -111,6 +111,9 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     if os.path.exists(args.output) and os.path.isdir(args.output):
         parser.error(f"--output {args.output} is a folder; name a file")
+    if args.device is not None and args.device.split(":")[0] == "cpu":
+        from torch_simhpu.simulation import part_measure
+        part_measure.keep_the_heap()  # (the part keeps the memory it freed, as a device's caching allocator does)
     began = time.monotonic()
     try:
         profile_part(args.device, args.output, base=args.base, rows_file=args.rows, time_limit=args.time_limit,
