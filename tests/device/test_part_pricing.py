@@ -340,6 +340,7 @@ def test_the_cpu_as_a_part_benchmark_runs_end_to_end(tmp_path):
     assert "gpt      measured" in result.stdout and "steps: median |error|" in result.stdout
     profile = load_profile(str(tmp_path / "cpu-part.json"))
     assert profile["synchronous_launches"] and profile["multi_tensor_apply"]["enabled"] is False
+    assert profile["host_python_line"] > 0  # (fitted on profile_part's Python row)
     rows = json.loads((tmp_path / "cpu-rows.json").read_text())["rows"]
     assert any(r["kind"] == "step" and r["model"] == "gpt" and r["autocast"] is False for r in rows)
 
