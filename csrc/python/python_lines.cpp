@@ -5,7 +5,8 @@
 // Whose lines they are is decided by the code that runs them. simhpu's own Python (the runtime,
 // the lenses) is not the program's, and nor is what it calls (torch's pytree under a FLOP
 // formula); the programs simhpu ships (the model zoo, profile_part's calls) are, even when the
-// simulator calls them. Any other code takes the side of the frame that called it.
+// simulator calls them. Functions named apart (the autograd engine's entry) are not counted
+// either, with what runs under them. Any other code takes the side of the frame that called it.
 #include "python/python_lines.h"
 
 #include "simclock/sim_clock.h"
@@ -25,11 +26,14 @@ namespace simhpu {
 
 namespace {
 
-enum class Side : int8_t { Inherits, Program, Simulator };
+enum class Side : int8_t { Inherits, Program, NotTheProgram };
 
 struct Rules {
   std::vector<std::string> simulator_folders;  // code under these is simhpu's
   std::vector<std::string> program_files;      // except these files, which are programs
+  // These functions' code, and what they call, is not counted (references held by hand: a global's
+  // destructor would run after the interpreter ended).
+  std::vector<PyObject*> uncounted_code;
 };
 
 // Everything here is touched with the GIL held: the tracer runs under it.
@@ -62,12 +66,15 @@ Side side_of(PyFrameObject* frame) {
     PyErr_Clear();
     return it->second;
   }
+  for (const auto& uncounted : rules.uncounted_code) {
+    if (uncounted == reinterpret_cast<PyObject*>(code)) return it->second = Side::NotTheProgram;
+  }
   const std::string file(name);
   for (const auto& program : rules.program_files) {
     if (file == program) return it->second = Side::Program;
   }
   for (const auto& folder : rules.simulator_folders) {
-    if (starts_with(file, folder)) return it->second = Side::Simulator;
+    if (starts_with(file, folder)) return it->second = Side::NotTheProgram;
   }
   return it->second;
 }
@@ -80,6 +87,7 @@ int on_trace_event(PyObject*, PyFrameObject* frame, int what, PyObject*) {
   switch (what) {
     case PyTrace_CALL: {
       const Side side = side_of(frame);
+      if (side == Side::NotTheProgram && counting()) simclock::pay_python_lines();
       if (side != Side::Inherits) decided.push_back({frame, side});
       break;
     }
@@ -119,11 +127,14 @@ void decide_running_frames() {
 
 // Counts this thread's lines from now; false if another tracer (a debugger, coverage) holds the
 // thread, which is left to it.
-bool start(std::vector<std::string> simulator_folders, std::vector<std::string> program_files) {
+bool start(std::vector<std::string> simulator_folders, std::vector<std::string> program_files,
+           std::vector<py::object> uncounted_code) {
   if (marker == nullptr) marker = PyCapsule_New(&rules, "torch_simhpu.python_lines", nullptr);
   py::object current = py::module_::import("sys").attr("gettrace")();
   if (!current.is_none() && current.ptr() != marker) return false;
-  rules = Rules{std::move(simulator_folders), std::move(program_files)};
+  for (PyObject* code : rules.uncounted_code) Py_DECREF(code);
+  rules = Rules{std::move(simulator_folders), std::move(program_files), {}};
+  for (const py::object& code : uncounted_code) rules.uncounted_code.push_back(code.inc_ref().ptr());
   for (auto& [code, side] : sides) Py_DECREF(code);
   sides.clear();
   decide_running_frames();
@@ -139,7 +150,8 @@ void stop() {
 } // namespace
 
 void bind_python_lines(py::module_& m) {
-  m.def("_python_lines_start", &start, py::arg("simulator_folders"), py::arg("program_files"));
+  m.def("_python_lines_start", &start, py::arg("simulator_folders"), py::arg("program_files"),
+        py::arg("uncounted_code"));
   m.def("_python_lines_stop", &stop);
   m.def("_python_lines_counting", &installed_here);
   m.def("_python_lines_counted", [] { return counted; });

@@ -613,6 +613,15 @@ void count_python_line() {
   if (op_depth == 0) ++python_lines_unpaid;
 }
 
+void pay_python_lines() {
+  if (python_lines_unpaid == 0) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.profile && host_thread) {
+    advance_host(s, thread_cpu_seconds());
+  }
+}
+
 double host_now() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);

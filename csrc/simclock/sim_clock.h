@@ -86,6 +86,10 @@ void add_host_time(double seconds);
 // profile prices a line): the host pays the profile's host_python_line for it at its next operator.
 // Lines inside an operator are simhpu's own way of running it, not the program's.
 void count_python_line();
+// The host pays now for this thread's lines not yet paid for: the program hands over to code that is not
+// its own (the autograd engine, whose work may run on another thread, or simhpu), so what it ran so far
+// comes before whatever that code launches, on whichever thread.
+void pay_python_lines();
 
 // Simulated seconds.
 double host_now();

@@ -199,12 +199,13 @@ def test_simulated_time_is_the_same_whether_kernels_run_async_blocking_or_not_at
     machine's: the asynchronous queue, SIMHPU_LAUNCH_BLOCKING=1 and phantom execution give the
     same FSDP2 timeline, launch by launch. (It differed while simhpu's own bookkeeping launches,
     made only when the CPU workers were behind, counted as the host's, and while gloo's worker
-    thread, which moves simccl's bytes, counted as the program's host.)"""
-    async_ranks = pools.get(SIMHPU_DEVICE_COUNT="2")
-    blocking_ranks = pools.get(SIMHPU_DEVICE_COUNT="2", SIMHPU_LAUNCH_BLOCKING="1")
-    queued = async_ranks.run("fsdp2_steps_simulated_timeline", True)
-    blocking = blocking_ranks.run("fsdp2_steps_simulated_timeline", True)
-    phantom = async_ranks.run("fsdp2_steps_simulated_timeline", False)
+    thread, which moves simccl's bytes, counted as the program's host.)
+    Each way in processes of its own, started alike: the program's Python lines are priced, and a process that
+    earlier checks left with more hooks (an optimizer step hook) runs more of them."""
+    queued = pools.get(SIMHPU_DEVICE_COUNT="2", TIMELINE="queued").run("fsdp2_steps_simulated_timeline", True)
+    blocking = pools.get(SIMHPU_DEVICE_COUNT="2", TIMELINE="blocking", SIMHPU_LAUNCH_BLOCKING="1").run(
+        "fsdp2_steps_simulated_timeline", True)
+    phantom = pools.get(SIMHPU_DEVICE_COUNT="2", TIMELINE="phantom").run("fsdp2_steps_simulated_timeline", False)
     assert len(queued[0]) > 300 and any(op.startswith("all_gather") for op, *_ in queued[0])
     for rank in range(2):
         for other in (blocking[rank], phantom[rank]):

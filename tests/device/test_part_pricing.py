@@ -717,7 +717,7 @@ def test_a_family_fit_tells_a_classs_traffic_from_its_units_rate():
     assert fitted["rate"] == pytest.approx(3e12, rel=0.06)
 
 
-def test_the_cpu_as_a_part_keeps_the_memory_it_freed_as_a_caching_allocator_does():
+def test_the_cpu_as_a_part_keeps_the_memory_it_freed_as_a_caching_allocator_does(tmp_path):
     """A step's activations live to its backward and are freed at its end: with the heap kept, their pages stay
     mapped for the next step, as a device's caching allocator keeps its blocks (with glibc's own thresholds the
     first such step gives them back, and GPT-2's step at cpu scale faulted 200-530 pages in anew at each step,
@@ -735,7 +735,8 @@ del activations
 print(held, resident() - before)
 print(part_measure.part_description("cpu")["heap"])
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path)  # (not the repository's root: its torch_simhpu/ would shadow the wheel)
     assert result.returncode == 0, result.stderr[-2000:]
     sizes, heap = result.stdout.split("\n")[:2]
     held, after_freeing = map(int, sizes.split())

@@ -136,3 +136,21 @@ def test_a_row_timed_by_wall_clock_is_priced_until_its_call_returns():
     on_the_wall = part_fit.priced_seconds(dict(case, timing="wall clock around 1 call(s) after synchronising"), profile)
     on_the_device = part_fit.priced_seconds(dict(case, timing="device (CUDA events around one call, median of 5)"), profile)
     assert on_the_wall >= on_the_device + 1e-5
+
+
+def test_the_lines_before_a_backward_are_paid_before_autograds_thread_launches_it():
+    """The backward runs on autograd's device thread, the program's thread waits: its lines since its last
+    operator are paid when it hands over (entering the engine), not after the backward returned."""
+    def first_backward_launch(python_lines_before_backward: int) -> float:
+        with simulate(part(host_python_line=1e-6), execute=False) as sim:
+            w = torch.ones(8, 8, device="simhpu", requires_grad=True)
+            loss = (w * 2).sum()
+            total = 0
+            for i in range(python_lines_before_backward):
+                total += i
+            loss.backward()
+            torch.simhpu.synchronize()
+        backward = [x for x in sim.launches if x.work != "marker"][3:]  # (after the forward's ones, mul and sum)
+        return backward[0].launched
+    # the loop's two lines a turn, 50 turns more
+    assert first_backward_launch(50) - first_backward_launch(0) == pytest.approx(100e-6, rel=1e-6)

@@ -6,8 +6,11 @@ asynchronous execution.
 
 Counting uses the interpreter's trace hook on the thread that set the profile (csrc/python/
 python_lines.cpp). simhpu's own Python is not the program's, nor is what it calls; the programs
-simhpu ships (the model zoo, profile_part's calls) are. A thread a debugger or coverage already
-traces is left to it, and its lines go unpriced (a warning says so).
+simhpu ships (the model zoo, profile_part's calls) are. Python the autograd engine runs (hooks, a
+backward's final callbacks: FSDP2's) is not counted: whether it runs on the program's thread or on
+autograd's device thread, which is not traced, depends on which finished the graph first, that is on
+how the kernels ran. A thread a debugger or coverage already traces is left to it, and its lines go
+unpriced (a warning says so).
 """
 from __future__ import annotations
 
@@ -21,9 +24,16 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PROGRAMS = ("model_zoo.py", os.path.join("simulation", "part_measure.py"))
 
 
+def _engine_entries() -> list:
+    """The code through which Python enters the autograd engine (torch.autograd.backward and grad)."""
+    from torch.autograd import graph
+    entry = getattr(graph, "_engine_run_backward", None)  # (torch >= 2.3)
+    return [entry.__code__] if entry is not None else []
+
+
 def start() -> bool:
     """Counts this thread's program lines from now; False (with a warning) if another tracer holds it."""
-    if _C._python_lines_start([_PACKAGE + os.sep], [os.path.join(_PACKAGE, p) for p in _PROGRAMS]):
+    if _C._python_lines_start([_PACKAGE + os.sep], [os.path.join(_PACKAGE, p) for p in _PROGRAMS], _engine_entries()):
         return True
     warnings.warn("torch_simhpu: another tracer (a debugger, coverage) holds this thread: the program's Python "
                   "lines are not priced (the profile's host_python_line), so simulated host time reads short",
