@@ -201,7 +201,7 @@ def test_simulated_time_is_the_same_whether_kernels_run_async_blocking_or_not_at
     made only when the CPU workers were behind, counted as the host's, and while gloo's worker
     thread, which moves simccl's bytes, counted as the program's host.)
     Each way in processes of its own, started alike: the program's Python lines are priced, and a process that
-    earlier checks left with more hooks (an optimizer step hook) runs more of them."""
+    earlier checks ran in runs 14 more of them in an optimizer step (a state they leave, not a hook)."""
     queued = pools.get(SIMHPU_DEVICE_COUNT="2", TIMELINE="queued").run("fsdp2_steps_simulated_timeline", True)
     blocking = pools.get(SIMHPU_DEVICE_COUNT="2", TIMELINE="blocking", SIMHPU_LAUNCH_BLOCKING="1").run(
         "fsdp2_steps_simulated_timeline", True)
