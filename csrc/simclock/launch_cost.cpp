@@ -221,6 +221,51 @@ int64_t column_reduction_rows(const LaunchRecord& record) {
   return rows > 1 ? rows : 0;
 }
 
+// What a gather reads of its source: only where its indices point, not the whole
+// source. nll_loss reads one element a target (its backward none: it writes its
+// gradient's zeros and one element a target), index_select and embedding a row an
+// index, gather an element an index. source == nullptr: not a gather.
+struct GatherRead {
+  const DeviceTensor* source = nullptr;
+  double elements = 0;
+};
+GatherRead gather_read(const LaunchRecord& record) {
+  std::string_view op(record.op_name);
+  if (op.substr(0, 6) == "aten::") op.remove_prefix(6);
+  op = op.substr(0, op.find('.'));
+  int source_at = 0, index_at = 1;  // among the launch's defined tensors, in order
+  bool rows = false, nothing_read = false;
+  if (op == "nll_loss_backward" || op == "nll_loss2d_backward") {
+    source_at = 1, index_at = 2, nothing_read = true;
+  } else if (op == "index_select" || op == "embedding") {
+    rows = true;
+  } else if (op != "nll_loss_forward" && op != "nll_loss2d_forward" && op != "gather") {
+    return {};
+  }
+  std::vector<const DeviceTensor*> tensors;
+  std::optional<int64_t> dim;
+  for (const KernelArg& arg : record.args) {
+    if (const auto* t = std::get_if<DeviceTensor>(&arg); t && t->dtype != c10::ScalarType::Undefined) {
+      tensors.push_back(t);
+    } else if (const auto* i = std::get_if<int64_t>(&arg); i && !dim) {
+      dim = *i;
+    }
+  }
+  if (static_cast<int>(tensors.size()) <= std::max(source_at, index_at)) return {};
+  const DeviceTensor& source = *tensors[source_at];
+  const DeviceTensor& index = *tensors[index_at];
+  if (source.same_as >= 0 || source.dim() == 0 || c10::isFloatingType(index.dtype)) return {};
+  if (nothing_read) return {&source, 0};
+  double elements = static_cast<double>(index.numel());
+  if (rows) {  // (index_select's dim; embedding's rows are dimension 0)
+    int64_t d = op == "index_select" && dim ? *dim : 0;
+    if (d < 0) d += source.dim();
+    if (d < 0 || d >= source.dim() || source.sizes[d] == 0) return {};
+    elements *= static_cast<double>(source.numel() / source.sizes[d]);
+  }
+  return {&source, std::min(elements, static_cast<double>(source.numel()))};
+}
+
 double log2_ceil(int n) {
   return std::ceil(std::log2(static_cast<double>(std::max(n, 1))));
 }
@@ -255,8 +300,14 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
   TensorTotals totals;
   std::vector<int64_t> first_list;  // a multi-tensor kernel's tensors, by its first list
   int lists = 0;
+  const GatherRead gather = gather_read(record);
   for (const KernelArg& arg : record.args) {
     if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
+      if (t == gather.source) {  // (what it reads of it)
+        totals.bytes += gather.elements * static_cast<double>(c10::elementSize(t->dtype));
+        totals.largest = std::max(totals.largest, gather.elements);
+        continue;
+      }
       add_tensor(totals, *t);
     } else if (const auto* list = std::get_if<std::vector<DeviceTensor>>(&arg)) {
       for (const DeviceTensor& t : *list) add_tensor(totals, t);
@@ -478,6 +529,7 @@ const char* memory_class_name(MemoryClass c) {
     case MemoryClass::Reduction: return "reduction";
     case MemoryClass::ColumnReduction: return "column_reduction";
     case MemoryClass::Softmax: return "softmax";
+    case MemoryClass::SoftmaxBackward: return "softmax_backward";
     case MemoryClass::Norm: return "norm";
     case MemoryClass::NormBackward: return "norm_backward";
     case MemoryClass::Index: return "index";

@@ -741,3 +741,63 @@ print(part_measure.part_description("cpu")["heap"])
     sizes, heap = result.stdout.split("\n")[:2]
     held, after_freeing = map(int, sizes.split())
     assert held >= 60 << 20 and after_freeing >= 0.9 * held and heap.startswith("kept")
+
+
+def _bytes_of(fn, *args) -> dict[str, float]:
+    """The bytes each operator's kernels move, as priced on the H100 profile."""
+    kernels = torch.simhpu.price(fn, *args, profile=part("h100-sxm")).kernels
+    out: dict[str, float] = {}
+    for k in kernels:
+        name = k.op.split("::")[-1].split(".")[0]
+        out[name] = out.get(name, 0.0) + k.bytes
+    return out
+
+
+@pytest.mark.parametrize("classes", [1000, 50304])
+def test_nll_loss_reads_its_input_only_where_the_targets_point(classes):
+    # (the part's kernel reads one logit a target: 8192 targets over a 50k-word vocabulary read
+    # 8192 values, not 1.6 GB; its backward writes its gradient and reads nothing of the input)
+    targets = torch.zeros(8192, dtype=torch.long)
+    logits = torch.empty(8192, classes, requires_grad=True)
+    moved = _bytes_of(lambda x, y: torch.autograd.grad(F.nll_loss(x, y), (x,)), logits, targets)
+    assert moved["nll_loss_forward"] < 8192 * (8 + 4) + 64
+    assert moved["nll_loss_backward"] == pytest.approx(8192 * classes * 4, rel=0.01)
+
+
+def test_a_gather_reads_the_rows_its_indices_name_not_the_whole_table():
+    table = torch.empty(50304, 768, dtype=torch.bfloat16)
+    index = torch.zeros(1024, dtype=torch.long)
+    row = 768 * 2
+    for fn in (lambda w, i: F.embedding(i, w), lambda w, i: torch.index_select(w, 0, i)):
+        # (the rows it reads, the indices, the rows it writes)
+        assert sum(_bytes_of(fn, table, index).values()) == pytest.approx(1024 * (2 * row + 8))
+    columns = torch.zeros(512, dtype=torch.long)
+    along_columns = _bytes_of(lambda w, i: torch.index_select(w, 1, i), table, columns)
+    assert sum(along_columns.values()) == pytest.approx(50304 * 512 * 2 * 2 + 512 * 8)
+
+
+def test_a_softmax_backward_is_priced_by_a_class_of_its_own():
+    # (a forward passes over a row for its maximum and sum before it writes, a backward once for a
+    # dot product: on a part they take different shares of their bytes' time)
+    def make():
+        x = torch.empty(8192, 4096, device="simhpu", dtype=torch.bfloat16, requires_grad=True)
+        g = torch.empty(8192, 4096, device="simhpu", dtype=torch.bfloat16)
+        return lambda: torch.autograd.grad(torch.softmax(x, -1), (x,), g)
+    base = part("h100-sxm")
+    classes = {c: v for c, v in base["memory_classes"].items() if c not in ("softmax", "softmax_backward")}
+    plain = dict(base, memory_classes=dict(classes, softmax={"traffic": 1.0}, softmax_backward={"traffic": 1.0}))
+    heavier = dict(base, memory_classes=dict(classes, softmax={"traffic": 1.0}, softmax_backward={"traffic": 4.0}))
+    assert device_seconds(make, heavier) > 2 * device_seconds(make, plain)
+    # a profile written before the class was told apart prices it as a softmax
+    loaded = load_profile(dict(base, memory_classes=dict(classes, softmax={"traffic": 2.5})))
+    assert loaded["memory_classes"]["softmax_backward"]["traffic"] == 2.5
+
+
+def test_the_optimizer_host_row_counts_torch_optims_python_as_the_programs_lines():
+    # (the part's loop called the step from part_measure: its Python is the program's, priced as lines,
+    # so the optimizer's share a tensor is what remains, not those lines again)
+    row = dict(kind="launch", call=part_measure.OPTIMIZER_HOST, tensors=24, seconds=1e-3, timing="wall clock")
+    base = part("h100-sxm")
+    plain = part_fit.evaluate([row], dict(base, host_python_line=0.0))[0]["priced"]
+    lines = part_fit.evaluate([row], dict(base, host_python_line=1e-6))[0]["priced"]
+    assert (lines - plain) / 1e-6 > 200  # (the step's grouping and per-group Python; 1,344 with torch 2.13)
