@@ -791,13 +791,3 @@ def test_a_softmax_backward_is_priced_by_a_class_of_its_own():
     # a profile written before the class was told apart prices it as a softmax
     loaded = load_profile(dict(base, memory_classes=dict(classes, softmax={"traffic": 2.5})))
     assert loaded["memory_classes"]["softmax_backward"]["traffic"] == 2.5
-
-
-def test_the_optimizer_host_row_counts_torch_optims_python_as_the_programs_lines():
-    # (the part's loop called the step from part_measure: its Python is the program's, priced as lines,
-    # so the optimizer's share a tensor is what remains, not those lines again)
-    row = dict(kind="launch", call=part_measure.OPTIMIZER_HOST, tensors=24, seconds=1e-3, timing="wall clock")
-    base = part("h100-sxm")
-    plain = part_fit.evaluate([row], dict(base, host_python_line=0.0))[0]["priced"]
-    lines = part_fit.evaluate([row], dict(base, host_python_line=1e-6))[0]["priced"]
-    assert (lines - plain) / 1e-6 > 200  # (the step's grouping and per-group Python; 1,344 with torch 2.13)

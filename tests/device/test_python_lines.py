@@ -154,3 +154,23 @@ def test_the_lines_before_a_backward_are_paid_before_autograds_thread_launches_i
         return backward[0].launched
     # the loop's two lines a turn, 50 turns more
     assert first_backward_launch(50) - first_backward_launch(0) == pytest.approx(100e-6, rel=1e-6)
+
+
+def test_an_optimizers_step_is_priced_a_tensor_not_a_line():
+    """torch.optim's Python is mostly a loop over the parameters, far cheaper a line than nn.Module's:
+    the profile prices it a tensor (host_optimizer_overhead), so its lines are not counted too, where
+    the program calls it and where the fit's optimizer row does."""
+    params = [torch.empty(4, device="simhpu", requires_grad=True) for _ in range(24)]
+    for p in params:
+        p.grad = torch.empty_like(p)
+    optimizer = torch.optim.AdamW(params, foreach=True)
+
+    def program(x):
+        x.add_(1)
+        optimizer.step()
+    def lines_priced(p):
+        return host_seconds(p, part(host_python_line=1e-6)) - host_seconds(p, part())
+    assert lines_priced(program) - lines_priced(an_add) == pytest.approx(1e-6, abs=1e-9)  # (its one line more)
+    row = dict(kind="launch", call=part_measure.OPTIMIZER_HOST, tensors=24, seconds=1e-3, timing="wall clock")
+    priced = [part_fit.evaluate([row], part(host_python_line=price))[0]["priced"] for price in (0.0, 1e-6)]
+    assert priced[1] - priced[0] <= 2e-6

@@ -265,7 +265,7 @@ def build(case: dict, device) -> callable:
         for p in params:
             p.grad = torch.zeros_like(p)
         optimizer = torch.optim.AdamW(params, lr=1e-3, foreach=True)
-        # (called from here, as the part's loop called it: torch.optim's Python is this program's lines)
+        # (called from here, as the part's loop called it; its Python is priced a tensor, not a line)
         return lambda: optimizer.step()
     if kind == "launch":
         x = torch.zeros(1, device=device)
