@@ -774,6 +774,7 @@ def test_a_gather_reads_the_rows_its_indices_name_not_the_whole_table():
     columns = torch.zeros(512, dtype=torch.long)
     along_columns = _bytes_of(lambda w, i: torch.index_select(w, 1, i), table, columns)
     assert sum(along_columns.values()) == pytest.approx(50304 * 512 * 2 * 2 + 512 * 8)
+    assert _bytes_of(lambda w, i: torch.index_select(w, -1, i), table, columns) == along_columns
 
 
 def test_a_softmax_backward_is_priced_by_a_class_of_its_own():
