@@ -82,7 +82,12 @@ def with_host_of(profile: dict, rows: list[dict]) -> dict:
 def fitted_profile(rows: list[dict], log=print) -> tuple[dict, list[str], list[dict], list[dict]]:
     from torch_simhpu.simulation import part_fit
     fit_rows, held = part_fit.split(rows)
-    profile, notes = part_fit.fit(fit_rows, "h100-sxm", log=log)
+    # (the memory classes' units' rates are the family fit's, below, from this run's rows: a rate
+    # the shipped profile carries would bound the held-in fit's traffic before it is refitted)
+    base = part_fit._raw("h100-sxm")
+    for entry in base.get("memory_classes", {}).values():
+        entry.pop("rate", None)
+    profile, notes = part_fit.fit(fit_rows, base, log=log)
     # (the host: the launch row's machine lacks the other two host rows; HOST_MACHINE has all three)
     machine = json.loads(HOST_MACHINE.read_text())["rows"]
     _, host_notes = part_fit.fit(host_rows(machine), json.loads(json.dumps(profile)), log=lambda *_: None)

@@ -110,6 +110,13 @@ DeviceProfile profile_of(const py::dict& d) {
     p.multi_tensor.blocks = mta["blocks"].cast<int64_t>();
     p.multi_tensor.tensors = mta["tensors"].cast<std::vector<int64_t>>();
   }
+  if (d.contains("softmax_rows")) {
+    const auto rows = d["softmax_rows"].cast<py::dict>();
+    p.softmax_rows.enabled = rows["enabled"].cast<bool>();
+    p.softmax_rows.warp_elements = rows["warp_elements"].cast<int64_t>();
+    p.softmax_rows.warp_bytes = rows["warp_bytes"].cast<int64_t>();
+    p.softmax_rows.register_elements = rows["register_elements"].cast<int64_t>();
+  }
   const auto eff = d["efficiency"].cast<py::dict>();
   p.matrix_efficiency = eff["matrix"].cast<double>();
   p.matrix_efficiency_8bit = eff["matrix_8bit"].cast<double>();
@@ -280,6 +287,9 @@ void bind_simclock(py::module_& m) {
       names.emplace_back(simclock::memory_class_name(static_cast<simclock::MemoryClass>(c)));
     }
     return names;
+  });
+  m.def("_simclock_softmax_rows_in_registers", [](int64_t length, int64_t element_size, const py::dict& profile) {
+    return simclock::softmax_rows_in_registers(length, element_size, profile_of(profile).softmax_rows);
   });
   m.def("_simclock_multi_tensor_kernels", [](const std::vector<int64_t>& numels, int depth, const py::dict& profile) {
     return simclock::multi_tensor_kernels(numels, depth, profile_of(profile).multi_tensor);

@@ -61,6 +61,18 @@ struct MultiTensorApply {
   std::vector<int64_t> tensors{110, 64, 48, 36, 30};
 };
 
+// Which kernel the part's library runs a softmax's rows with, by their length
+// (PyTorch's CUDA softmax forward along a contiguous dimension): a warp a row up
+// to `warp_elements` elements and `warp_bytes` bytes; past that, a block a row
+// with the row held in its threads' registers up to `register_elements` (its
+// threads' loads scalar, not vector: a rate of its own); longer rows from memory.
+struct SoftmaxRows {
+  bool enabled = true;  // false: one kernel whatever the rows' length (a CPU's)
+  int64_t warp_elements = 2048;
+  int64_t warp_bytes = 8192;
+  int64_t register_elements = 9216;  // (1,024 threads, at most 9 elements each)
+};
+
 struct DeviceProfile {
   std::string name;
   // FLOP/s of matrix units (GEMM, convolution, attention) and of vector units
@@ -118,6 +130,7 @@ struct DeviceProfile {
   std::array<AttentionCurve, static_cast<size_t>(AttentionBackend::Count)> attention_forward, attention_backward;
   std::array<ClassCost, static_cast<size_t>(MemoryClass::Count)> memory_classes{};
   MultiTensorApply multi_tensor;
+  SoftmaxRows softmax_rows;
   // The fraction of each peak that real kernels reach.
   double matrix_efficiency = 1, vector_efficiency = 1, memory_efficiency = 1, host_link_efficiency = 1,
          fabric_efficiency = 1;

@@ -18,6 +18,7 @@ enum class MemoryClass : uint8_t {
   Reduction,       // reads its input once, writes far less
   ColumnReduction, // a reduction that keeps its input's contiguous dimension (x.sum(0), a bias's gradient): its rows walked in a chain
   Softmax,         // row-wise: passes for the row's maximum and sum, one to write
+  SoftmaxInRegisters, // a softmax whose rows its threads hold in registers (device_profile.h, SoftmaxRows): scalar loads
   SoftmaxBackward, // row-wise: one pass for the row's dot product of output and gradient, one to write
   Norm,            // layer/batch/group/RMS norm forward: statistics, then the normalised write
   NormBackward,

@@ -221,6 +221,13 @@ int64_t column_reduction_rows(const LaunchRecord& record) {
   return rows > 1 ? rows : 0;
 }
 
+// An int argument, as a kernel holds it or as a reference kernel is given it.
+std::optional<int64_t> int_arg(const KernelArg& arg) {
+  if (const auto* i = std::get_if<int64_t>(&arg)) return *i;
+  if (const auto* value = std::get_if<c10::IValue>(&arg); value && value->isInt()) return value->toInt();
+  return std::nullopt;
+}
+
 // What a gather reads of its source: only where its indices point, not the whole
 // source. nll_loss reads one element a target (its backward none: it writes its
 // gradient's zeros and one element a target), index_select and embedding a row an
@@ -247,8 +254,8 @@ GatherRead gather_read(const LaunchRecord& record) {
   for (const KernelArg& arg : record.args) {
     if (const auto* t = std::get_if<DeviceTensor>(&arg); t && t->dtype != c10::ScalarType::Undefined) {
       tensors.push_back(t);
-    } else if (const auto* i = std::get_if<int64_t>(&arg); i && !dim) {
-      dim = *i;
+    } else if (!dim) {
+      dim = int_arg(arg);
     }
   }
   if (static_cast<int>(tensors.size()) <= std::max(source_at, index_at)) return {};
@@ -264,6 +271,31 @@ GatherRead gather_read(const LaunchRecord& record) {
     elements *= static_cast<double>(source.numel() / source.sizes[d]);
   }
   return {&source, std::min(elements, static_cast<double>(source.numel()))};
+}
+
+// A softmax forward's rows, when it runs along its input's contiguous
+// dimension (0: along another, as the part's spatial kernel runs it).
+struct SoftmaxRowsOf {
+  int64_t length = 0, element_size = 0;
+};
+SoftmaxRowsOf softmax_rows_of(const LaunchRecord& record) {
+  const DeviceTensor* input = nullptr;
+  std::optional<int64_t> dim;
+  for (const KernelArg& arg : record.args) {
+    if (const auto* t = std::get_if<DeviceTensor>(&arg); t && !input && t->dtype != c10::ScalarType::Undefined) {
+      input = t;
+    } else if (!dim) {
+      dim = int_arg(arg);
+    }
+  }
+  if (input == nullptr || !dim || input->dim() == 0) return {};
+  int64_t d = *dim < 0 ? *dim + input->dim() : *dim;
+  if (d < 0 || d >= input->dim()) return {};
+  // (the library makes its input contiguous first: the dimensions after `d` decide)
+  for (int64_t after = d + 1; after < input->dim(); ++after) {
+    if (input->sizes[after] > 1) return {};
+  }
+  return {input->sizes[d], static_cast<int64_t>(c10::elementSize(input->dtype))};
 }
 
 double log2_ceil(int n) {
@@ -293,6 +325,12 @@ int64_t multi_tensor_kernels(const std::vector<int64_t>& numels, int depth, cons
     }
   }
   return std::max<int64_t>(kernels + (blocks > 0 ? 1 : 0), 1);
+}
+
+bool softmax_rows_in_registers(int64_t length, int64_t element_size, const SoftmaxRows& rule) {
+  if (!rule.enabled || length <= 0) return false;
+  const bool a_warp_a_row = length <= rule.warp_elements && length * element_size <= rule.warp_bytes;
+  return !a_warp_a_row && length <= rule.register_elements;
 }
 
 void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRecord& record,
@@ -325,6 +363,12 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
     if (const int64_t rows = column_reduction_rows(record); rows > 0) {
       traits.memory_class = MemoryClass::ColumnReduction;
       traits.reduced_rows = rows;
+    }
+  }
+  if (traits.memory_class == MemoryClass::Softmax) {
+    const SoftmaxRowsOf rows = softmax_rows_of(record);
+    if (softmax_rows_in_registers(rows.length, rows.element_size, profile.softmax_rows)) {
+      traits.memory_class = MemoryClass::SoftmaxInRegisters;
     }
   }
   const bool chunked = traits.memory_class == MemoryClass::MultiTensor ||
@@ -529,6 +573,7 @@ const char* memory_class_name(MemoryClass c) {
     case MemoryClass::Reduction: return "reduction";
     case MemoryClass::ColumnReduction: return "column_reduction";
     case MemoryClass::Softmax: return "softmax";
+    case MemoryClass::SoftmaxInRegisters: return "softmax_in_registers";
     case MemoryClass::SoftmaxBackward: return "softmax_backward";
     case MemoryClass::Norm: return "norm";
     case MemoryClass::NormBackward: return "norm_backward";

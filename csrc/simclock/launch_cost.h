@@ -25,6 +25,10 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
 // depth or its most chunks.
 int64_t multi_tensor_kernels(const std::vector<int64_t>& numels, int depth, const MultiTensorApply& mta);
 
+// Whether the part's softmax holds rows of `length` elements of `element_size`
+// bytes in its threads' registers (device_profile.h, SoftmaxRows).
+bool softmax_rows_in_registers(int64_t length, int64_t element_size, const SoftmaxRows& rule);
+
 struct Timing {
   double seconds = 0;
   Bound bound = Bound::None;

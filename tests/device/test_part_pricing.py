@@ -166,6 +166,9 @@ def test_a_profile_that_inherits_states_only_what_differs(tmp_path):
     ("memory_classes", {"nonsense": {}}, "memory_classes.nonsense"),
     ("attention", {"priority": ["cudnn", "cudnn"]}, "attention.priority"),
     ("multi_tensor_apply", {"chunk": 0}, "multi_tensor_apply.chunk"),
+    ("softmax_rows", {"register_elements": 0}, "softmax_rows.register_elements"),
+    ("softmax_rows", {"warp_rows": 2048}, "softmax_rows.warp_rows"),
+    ("softmax_rows", "cuda", "softmax_rows"),
     ("memory_classes", {"softmax": {"rate": 5.0}}, "memory_classes.softmax.rate"),
     ("attention", {"cudnn": {"forward": {"sequence": [512], "flops": [1e14], "tile": [64]}}},
      "attention.cudnn.forward.tile"),
@@ -792,3 +795,43 @@ def test_a_softmax_backward_is_priced_by_a_class_of_its_own():
     # a profile written before the class was told apart prices it as a softmax
     loaded = load_profile(dict(base, memory_classes=dict(classes, softmax={"traffic": 2.5})))
     assert loaded["memory_classes"]["softmax_backward"]["traffic"] == 2.5
+
+
+def test_a_softmax_takes_the_kernel_the_parts_library_takes_for_its_rows_length():
+    # PyTorch's CUDA softmax holds a row of 2,049 to 9,216 elements in its threads' registers
+    # (scalar loads: a rate of its own); shorter rows a warp each, longer ones from memory
+    def softmax_of(shape, dim=-1, dtype=torch.bfloat16):
+        def make():
+            x = torch.empty(*shape, device="simhpu", dtype=dtype)
+            return lambda: torch.softmax(x, dim)
+        return make
+    base = part("h100-sxm")
+    classes = {c: v for c, v in base["memory_classes"].items() if not c.startswith("softmax")}
+    plain = dict(base, memory_classes=dict(classes, softmax={"traffic": 1.0}, softmax_in_registers={"traffic": 1.0}))
+    held = dict(base, memory_classes=dict(classes, softmax={"traffic": 1.0}, softmax_in_registers={"traffic": 4.0}))
+    for shape, in_registers in (([4096, 4096], True), ([2048, 8192], True), ([8192, 2048], False),
+                                ([512, 32768], False), ([2048, 9216], True), ([2048, 9217], False)):
+        slower = device_seconds(softmax_of(shape), held) / device_seconds(softmax_of(shape), plain)
+        assert (slower > 2) == in_registers, (shape, slower)
+    # along a dimension that is not the contiguous one: the library's spatial kernel, not the row kernels
+    assert device_seconds(softmax_of([4096, 4096], dim=0), held) < 1.5 * device_seconds(softmax_of([4096, 4096], dim=0), plain)
+    # a row's bytes decide the warp kernel too: 2,048 float64 elements are 16 KiB, past a warp's 8 KiB
+    assert _C._simclock_softmax_rows_in_registers(2048, 8, load_profile(base))
+    assert not _C._simclock_softmax_rows_in_registers(2048, 4, load_profile(base))
+    # a part without the library's row kernels (a CPU): one class whatever the length
+    cpu = load_profile("cpu-host")
+    assert cpu["softmax_rows"]["enabled"] is False
+    assert not _C._simclock_softmax_rows_in_registers(4096, 2, cpu)
+    # a profile written before the class was told apart prices it as a softmax
+    loaded = load_profile(dict(base, memory_classes=dict(classes, softmax={"traffic": 2.5})))
+    assert loaded["memory_classes"]["softmax_in_registers"]["traffic"] == 2.5
+
+
+def test_the_fit_gives_a_softmax_row_the_class_its_length_takes():
+    profile = load_profile("h100-sxm")
+    row = dict(kind="memory-bound", call="torch.softmax(x, -1)", dtype="bfloat16")
+    assert part_fit.call_class(dict(row, shape=[8192, 4096]), profile) == "softmax_in_registers"
+    assert part_fit.call_class(dict(row, shape=[8192, 32768]), profile) == "softmax"
+    assert part_fit.call_class(dict(row, shape=[8192, 4096]), load_profile("cpu-host")) == "softmax"
+    assert part_fit.call_class(dict(row, call="torch.softmax(x, -1) forward + backward", shape=[8192, 4096]),
+                               profile) == "softmax_backward"

@@ -50,6 +50,21 @@ CALL_CLASS = {
     part_measure.MAX_POOL[0]: "pooling", part_measure.MAX_POOL[1]: "pooling_backward",
     part_measure.COLUMN_SUM: "column_reduction",
 }
+
+
+def call_class(case: dict | None, profile: dict) -> str | None:
+    """The memory class that decides a memory-bound case's time on `profile`'s part (a checked
+    profile): its call's, or the kernel the part's softmax takes for the case's rows' length."""
+    if case is None or case["kind"] != "memory-bound":
+        return None
+    cls = CALL_CLASS.get(case["call"])
+    if cls == "softmax" and case.get("shape"):
+        size = torch.empty((), dtype=getattr(torch, case.get("dtype", "float32"))).element_size()
+        if _C._simclock_softmax_rows_in_registers(case["shape"][-1], size, profile):
+            return "softmax_in_registers"
+    return cls
+
+
 # Classes whose kernels walk rows in a chain: their traffic and their time a row fitted together.
 CHAINED_CLASSES = ("column_reduction",)
 CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
@@ -325,6 +340,10 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
     notes: list[str] = []
     cases = [(row, normalised(row)) for row in rows]
     cases = [(row, case) for row, case in cases if case is not None]
+    checked = load_profile(profile)  # (how its part's library chooses kernels, which the fit does not move)
+    for _, case in cases:
+        case["class"] = call_class(case, checked)
+    fitted_classes = sorted({case["class"] for _, case in cases if case["class"]})
 
     def by(predicate):
         return [row for row, case in cases if predicate(case)]
@@ -380,8 +399,8 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             _set_efficiency(profile, "memory", efficiency["memory"] / r)
             moved = max(moved, abs(math.log(r)))
         classes = profile.setdefault("memory_classes", {})
-        for cls in sorted(set(CALL_CLASS.values()) - {"elementwise"}):
-            of_class = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls)
+        for cls in [cls for cls in fitted_classes if cls != "elementwise"]:
+            of_class = by(lambda c, cls=cls: c["class"] == cls)
             # (its large rows; a class timed only at smaller sizes, by its largest)
             least = min(class_numel, max((_size(row) for row in of_class), default=0))
             selected = [row for row in of_class if _size(row) >= least]
@@ -396,8 +415,8 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             r = _ratio(priced(selected))
             if r:
                 moved = max(moved, _scale_traffic(classes.setdefault(cls, {}), r))
-        for cls in sorted(set(CALL_CLASS.values())):
-            small = by(lambda c, cls=cls: c["kind"] == "memory-bound" and CALL_CLASS.get(c["call"]) == cls
+        for cls in fitted_classes:
+            small = by(lambda c, cls=cls: c["class"] == cls
                        and c["call"].count("backward") == 0 and _size(c) <= 1 << 20)
             if small:
                 classes.setdefault(cls, {})["floor"] = _floor(profile, cls, small, host_per_call)
@@ -488,20 +507,25 @@ def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member)
     explains the rows markedly better than traffic alone."""
     notes = []
     classes = profile.setdefault("memory_classes", {})
-    for cls in sorted(set(CALL_CLASS.values()) - {"elementwise"} - set(CHAINED_CLASSES)):
+    for cls in sorted((set(CALL_CLASS.values()) | {"softmax_in_registers"}) - {"elementwise"} - set(CHAINED_CLASSES)):
         points = []  # (rest, bytes' time at traffic 1, bytes, measured)
+        parts = 0  # (that gave points: one part alone cannot tell traffic from rate)
         for selected, of in ((rows, lambda p: p), (member_rows, member)):
+            checked = load_profile(of(profile))
             large = [r for r in selected if r["kind"] == "memory-bound" and _size(r) >= 1 << 22
-                     and CALL_CLASS.get((normalised(r) or {}).get("call")) == cls]
+                     and call_class(normalised(r), checked) == cls]
             if not large:
                 continue
             plain, doubled = (of(_with_class(profile, cls, traffic=t, rate=0.0)) for t in (1.0, 2.0))
+            counted = False
             bandwidth = plain["memory_bandwidth"] * plain["efficiency"]["memory"]
             for a, b in zip(evaluate(large, plain), evaluate(large, doubled)):
                 if a["priced"] and b["priced"] and b["priced"] > a["priced"]:
                     memory = b["priced"] - a["priced"]
                     points.append((a["priced"] - memory, memory, memory * bandwidth, a["row"]["seconds"]))
-        if len(points) < 4:
+                    counted = True
+            parts += counted
+        if len(points) < 3 or parts < 2:
             continue
 
         def loss(traffic, rate):

@@ -231,6 +231,9 @@ def _validated(data: dict, where: str) -> dict:
     given_mta = data.get("multi_tensor_apply", {})
     out["multi_tensor_apply"] = _multi_tensor_apply({} if given_mta is False else section(given_mta, "multi_tensor_apply"),
                                                     problem, enabled=given_mta is not False)
+    given_rows = data.get("softmax_rows", {})
+    out["softmax_rows"] = _softmax_rows({} if given_rows is False else section(given_rows, "softmax_rows"),
+                                        problem, enabled=given_rows is not False)
     efficiency = section(field(data, "efficiency", "efficiency"), "efficiency")
     out["efficiency"] = {}
     for name in _EFFICIENCIES:
@@ -339,7 +342,7 @@ def _attention_section(attention: dict, problem, positive) -> dict:
 # told apart from it: a column reduction was a reduction, a batch norm a norm), not as plain
 # elementwise work.
 _CLASS_KIN = {"column_reduction": "reduction", "batch_norm": "norm", "batch_norm_backward": "norm_backward",
-              "fused_optimizer": "multi_tensor", "softmax_backward": "softmax"}
+              "fused_optimizer": "multi_tensor", "softmax_backward": "softmax", "softmax_in_registers": "softmax"}
 
 
 def _memory_classes(given: dict, problem, positive) -> dict:
@@ -390,6 +393,22 @@ def _multi_tensor_apply(given: dict, problem, enabled: bool = True) -> dict:
             or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tensors)):
         raise problem("multi_tensor_apply.tensors", f"the most tensors a launch takes by list depth, ints >= 1, "
                                                     f"got {tensors!r}")
+    return out
+
+
+def _softmax_rows(given: dict, problem, enabled: bool = True) -> dict:
+    """Which kernel the part's softmax runs rows of a length with (csrc/simclock/device_profile.h,
+    SoftmaxRows): PyTorch's CUDA constants by default; false in the profile: one kernel for every
+    length (a CPU's)."""
+    defaults = {"warp_elements": 2048, "warp_bytes": 8192, "register_elements": 9216}
+    unknown = set(given) - set(defaults) - {"source"}
+    if unknown:
+        raise problem(f"softmax_rows.{sorted(unknown)[0]}", f"one of {sorted(defaults)}")
+    out = {"enabled": enabled}
+    for key, default in defaults.items():
+        out[key] = given.get(key, default)
+        if isinstance(out[key], bool) or not isinstance(out[key], int) or out[key] < 1:
+            raise problem(f"softmax_rows.{key}", f"an int >= 1, got {out[key]!r}")
     return out
 
 
