@@ -5,6 +5,9 @@
 // generator, and composites that check for CPU/CUDA by name. Each is written here in terms of operators that do have reference
 // kernels, so they run asynchronously on the device like any other.
 #include "aten/fallback.h"
+#include "runtime/launch_work.h"
+#include "runtime/observers.h"
+#include "runtime/own_work.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
@@ -108,7 +111,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
 }
 
 // As ATen's CPU kernel, but the mask is drawn from the device's generator
-// (bernoulli_ on the device).
+// (bernoulli_ on the device). A part runs the whole operator as one kernel that
+// reads the input once and writes the output and the mask: the draw's launch
+// stands for it (its bytes those three tensors'), and the multiplies that apply
+// the mask are simhpu's own work (runtime/own_work.h).
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
   if (input.numel() == 0) {
     return {input, at::empty_like(input)};
@@ -119,7 +125,13 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   const double keep = 1.0 - p;
   const double scale = keep == 0 ? 0.0 : 1.0 / keep;
   at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+  if (observers::watched()) {
+    LaunchWork fused;
+    fused.bytes = 2.0 * static_cast<double>(input.nbytes()) + static_cast<double>(mask.nbytes());
+    describe_next_launch(fused);
+  }
   mask.bernoulli_(keep);
+  OwnWorkScope applying_the_mask;
   return {input * mask * scale, mask};
 }
 

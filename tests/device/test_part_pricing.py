@@ -835,3 +835,20 @@ def test_the_fit_gives_a_softmax_row_the_class_its_length_takes():
     assert part_fit.call_class(dict(row, shape=[8192, 4096]), load_profile("cpu-host")) == "softmax"
     assert part_fit.call_class(dict(row, call="torch.softmax(x, -1) forward + backward", shape=[8192, 4096]),
                                profile) == "softmax_backward"
+
+
+def test_a_dropout_is_priced_as_the_one_kernel_a_part_runs_for_it():
+    # CUDA draws the mask and writes the output in one pass; simhpu's composite draws the mask, then
+    # converts it and multiplies twice: the draw stands for the part's kernel, the rest is simhpu's own
+    def make(dtype):
+        x = torch.empty(1 << 20, device="simhpu", dtype=dtype)
+        return lambda: F.dropout(x, 0.1)
+    for dtype, size in ((torch.bfloat16, 2), (torch.float32, 4)):
+        launches, _ = _launches(lambda: make(dtype), part("h100-sxm"))
+        assert [x.op for x in launches] == ["aten::bernoulli_.float"]
+        assert launches[0].bytes == (1 << 20) * (size + size + 1)  # input, output, a boolean mask
+    # and it still computes the dropout
+    x = torch.ones(4096, device="simhpu")
+    out, mask = torch.native_dropout(x, 0.25, True)
+    torch.testing.assert_close(out.cpu(), mask.cpu().float() / 0.75)
+    assert 0.6 < mask.float().mean().item() < 0.9
