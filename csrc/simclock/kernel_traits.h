@@ -25,6 +25,7 @@ enum class MemoryClass : uint8_t {
   Index,           // gathers and scatters: embedding, index_select, index_add, scatter
   Copy,            // layout changes: copies between dtypes, cat, pads
   Transpose,       // a copy that reads across strides (x.t().contiguous()): what a Copy becomes then
+  WideningCopy,    // a copy that writes wider elements than it reads (bfloat16 to float32): what a Copy becomes then
   Random,          // a generator's draws (dropout, bernoulli, normal)
   Loss,            // nll_loss and its kin
   MultiTensor,     // a _foreach_ operator's kernels: launched as CUDA's multi-tensor apply chunks them

@@ -153,6 +153,24 @@ bool reads_across_strides(const LaunchRecord& record) {
   return false;
 }
 
+// Whether a copy writes wider elements than it reads (a bfloat16 tensor converted
+// to float32), as its record's written storages say (none said: not known, no).
+bool widens(const LaunchRecord& record) {
+  if (record.written_storages == 0) return false;
+  size_t widest_read = 0, narrowest_written = 0;
+  for (const KernelArg& arg : record.args) {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->storage_slot < 0) continue;
+    const size_t size = c10::elementSize(t->dtype);
+    if (record.may_write(static_cast<size_t>(t->storage_slot))) {
+      narrowest_written = narrowest_written == 0 ? size : std::min(narrowest_written, size);
+    } else {
+      widest_read = std::max(widest_read, size);
+    }
+  }
+  return widest_read > 0 && narrowest_written > widest_read;
+}
+
 // The dimensions a reduction's record says it reduces, as the input's dimensions:
 // a stub's iterator gives its output stride 0 along them over the input's shape; a
 // reference call gives its `dim` argument, the first list of ints after the input
@@ -358,6 +376,8 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
   }
   if (traits.memory_class == MemoryClass::Copy && reads_across_strides(record)) {
     traits.memory_class = MemoryClass::Transpose;
+  } else if (traits.memory_class == MemoryClass::Copy && widens(record)) {
+    traits.memory_class = MemoryClass::WideningCopy;
   }
   if (traits.memory_class == MemoryClass::Reduction) {
     if (const int64_t rows = column_reduction_rows(record); rows > 0) {
@@ -580,6 +600,7 @@ const char* memory_class_name(MemoryClass c) {
     case MemoryClass::Index: return "index";
     case MemoryClass::Copy: return "copy";
     case MemoryClass::Transpose: return "transpose";
+    case MemoryClass::WideningCopy: return "widening_copy";
     case MemoryClass::Random: return "random";
     case MemoryClass::Loss: return "loss";
     case MemoryClass::MultiTensor: return "multi_tensor";

@@ -852,3 +852,28 @@ def test_a_dropout_is_priced_as_the_one_kernel_a_part_runs_for_it():
     out, mask = torch.native_dropout(x, 0.25, True)
     torch.testing.assert_close(out.cpu(), mask.cpu().float() / 0.75)
     assert 0.6 < mask.float().mean().item() < 0.9
+
+
+def test_a_conversion_to_wider_elements_is_priced_by_a_class_of_its_own():
+    # bfloat16 -> float32 takes as long on an H200 as on an H100 (its cast kernel, not the memory,
+    # bounds it), where float32 -> bfloat16 and a clone take what their bytes take
+    def convert(source, target):
+        def make():
+            x = torch.empty(1 << 22, device="simhpu", dtype=source)
+            return lambda: x.to(target) if target != source else x.clone()
+        return make
+    base = part("h100-sxm")
+    classes = {c: v for c, v in base["memory_classes"].items() if c not in ("copy", "widening_copy")}
+    plain = dict(base, memory_classes=dict(classes, copy={"traffic": 1.0}, widening_copy={"traffic": 1.0}))
+    wide = dict(base, memory_classes=dict(classes, copy={"traffic": 1.0}, widening_copy={"traffic": 4.0}))
+    for source, target, widens in ((torch.bfloat16, torch.float32, True), (torch.float16, torch.float32, True),
+                                   (torch.float32, torch.bfloat16, False), (torch.bfloat16, torch.bfloat16, False)):
+        slower = device_seconds(convert(source, target), wide) / device_seconds(convert(source, target), plain)
+        assert (slower > 2) == widens, (source, target, slower)
+    # the fit's rows: part_measure converts a bfloat16 or float16 x to float32, a float32 one to bfloat16
+    row = dict(kind="memory-bound", call="x.to(other dtype)")
+    assert part_fit.call_class(dict(row, dtype="bfloat16"), load_profile(base)) == "widening_copy"
+    assert part_fit.call_class(dict(row, dtype="float32"), load_profile(base)) == "copy"
+    # a profile written before the class was told apart prices it as a copy
+    loaded = load_profile(dict(base, memory_classes=dict(classes, copy={"traffic": 1.7})))
+    assert loaded["memory_classes"]["widening_copy"]["traffic"] == 1.7

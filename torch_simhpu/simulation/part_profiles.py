@@ -342,7 +342,8 @@ def _attention_section(attention: dict, problem, positive) -> dict:
 # told apart from it: a column reduction was a reduction, a batch norm a norm), not as plain
 # elementwise work.
 _CLASS_KIN = {"column_reduction": "reduction", "batch_norm": "norm", "batch_norm_backward": "norm_backward",
-              "fused_optimizer": "multi_tensor", "softmax_backward": "softmax", "softmax_in_registers": "softmax"}
+              "fused_optimizer": "multi_tensor", "softmax_backward": "softmax", "softmax_in_registers": "softmax",
+              "widening_copy": "copy"}
 
 
 def _memory_classes(given: dict, problem, positive) -> dict:
