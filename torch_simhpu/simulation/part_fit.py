@@ -52,22 +52,25 @@ CALL_CLASS = {
 }
 
 
+# Classes the pricing takes from a call's shapes and dtypes, not its name (call_class).
+SHAPED_CLASSES = ("softmax_in_registers", "widening_copy")
+
+
 def call_class(case: dict | None, profile: dict) -> str | None:
     """The memory class that decides a memory-bound case's time on `profile`'s part (a checked
-    profile): its call's, or the kernel the part's softmax takes for the case's rows' length."""
+    profile): its call's, a conversion's to wider elements (part_measure converts a bfloat16 or
+    float16 x to float32, a float32 one to bfloat16), or the kernel the part's softmax takes for the
+    case's rows' length."""
     if case is None or case["kind"] != "memory-bound":
         return None
     cls = CALL_CLASS.get(case["call"])
-    if cls == "copy" and case["call"] == "x.to(other dtype)" and case.get("dtype") in _NARROW:
-        return "widening_copy"  # (part_measure converts bfloat16 and float16 to float32, float32 to bfloat16)
+    if case["call"] == "x.to(other dtype)" and case.get("dtype") in ("bfloat16", "float16"):
+        return "widening_copy"
     if cls == "softmax" and case.get("shape"):
-        size = torch.empty((), dtype=getattr(torch, case.get("dtype", "float32"))).element_size()
+        size = getattr(torch, case.get("dtype", "float32")).itemsize
         if _C._simclock_softmax_rows_in_registers(case["shape"][-1], size, profile):
             return "softmax_in_registers"
     return cls
-
-
-_NARROW = ("bfloat16", "float16")
 
 
 # Classes whose kernels walk rows in a chain: their traffic and their time a row fitted together.
@@ -512,8 +515,7 @@ def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member)
     explains the rows markedly better than traffic alone."""
     notes = []
     classes = profile.setdefault("memory_classes", {})
-    for cls in sorted((set(CALL_CLASS.values()) | {"softmax_in_registers", "widening_copy"}) - {"elementwise"}
-                      - set(CHAINED_CLASSES)):
+    for cls in sorted((set(CALL_CLASS.values()) | set(SHAPED_CLASSES)) - {"elementwise"} - set(CHAINED_CLASSES)):
         points = []  # (rest, bytes' time at traffic 1, bytes, measured)
         parts = 0  # (that gave points: one part alone cannot tell traffic from rate)
         for selected, of in ((rows, lambda p: p), (member_rows, member)):
