@@ -74,6 +74,33 @@ def test_a_float32_matmul_is_priced_in_tf32_only_when_the_program_allows_it():
     assert full > 4 * tf32  # (measured on the H100: 2,677 us against 344 us)
 
 
+def test_tf32_is_read_as_cublas_reads_it_when_the_program_mixed_the_precision_apis():
+    def mm():
+        a, b = (torch.empty(4096, 4096, device="simhpu") for _ in range(2))
+        return lambda: torch.mm(a, b)
+    before, before_precision = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        tf32 = device_seconds(mm)
+        # (the generic precision says TF32, cuBLAS's own says IEEE: torch.get_float32_matmul_precision()
+        # now raises, a part's matmul runs in full float32)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        full = device_seconds(mm)
+    finally:
+        torch.set_float32_matmul_precision(before_precision)
+        torch.backends.cuda.matmul.allow_tf32 = before
+    assert full > 4 * tf32
+
+
+def test_a_blocking_copy_into_pageable_host_memory_is_priced_by_the_pageable_link():
+    profile = part("h100-sxm")
+    priced = part_fit.priced_seconds(dict(kind="host link", call=part_measure.HOST_LINK[3], bytes=1 << 26,
+                                          timing="device (CUDA events)"), profile)
+    link = profile["host_link"]
+    slowest = (1 << 26) / (link["pageable_bandwidth"] * profile["efficiency"]["host_link"])
+    assert slowest <= priced < slowest * 1.5 + 1e-4  # (no kernel: the host's wait for the transfer is the time)
+
+
 def test_a_reduction_reads_its_input_once():
     def sum_():
         x = torch.empty(1 << 26, device="simhpu")

@@ -179,4 +179,7 @@ def tf32_allowed(convolution: bool) -> bool:
     """Whether the program lets a float32 matmul (or convolution) run in TF32 on the part."""
     if convolution:
         return bool(torch.backends.cudnn.allow_tf32)
-    return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+    # (what cuBLAS's float32 GEMM asks: the flag both torch.set_float32_matmul_precision and
+    # torch.backends.cuda.matmul.allow_tf32 / .fp32_precision set. torch.get_float32_matmul_precision()
+    # would raise where a program set the backends apart, which a part runs without complaint.)
+    return bool(torch.backends.cuda.matmul.allow_tf32)

@@ -162,6 +162,10 @@ def priced_seconds(case: dict, profile) -> float:
             launches = _C._simclock_stop_log(mark, Launch)
             fn = None  # (its tensors freed in the block: the device takes its capacity back after)
     kernels = [(x.start, x.end) for x in launches if x.work != "marker"]
+    if not kernels and case["kind"] == "host link":
+        # (a blocking copy out of the device is no kernel: the host drains the stream and then
+        # waits for the transfer itself, all before copy_ returns)
+        return returned - t0
     if not kernels:
         return 0.0
     if "graph" in timing:
