@@ -81,6 +81,9 @@ class OutputView:
     size_py: str  # Python expression
     dtype_py: str
     text: str  # the rule as written
+    # An elementwise output of an aten operator (size: broadcast(...)): laid out in the
+    # order of these operands' strides, as PyTorch's TensorIterator lays it out.
+    layout_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,9 @@ def op_view(op: Operator, namespace: str) -> OpView:
         promoted=promoted,
         checks=_checks(op, tensors, promoted) if op.kind == "custom" else _rule_checks(op),
         outputs=tuple(OutputView(o.name, rule_lang.to_cpp(o.size), rule_lang.to_cpp(o.dtype),
-                                 rule_lang.to_python(o.size), rule_lang.to_python(o.dtype), o.text)
+                                 rule_lang.to_python(o.size), rule_lang.to_python(o.dtype), o.text,
+                                 layout_of=tuple(o.size.arg_names())
+                                 if op.kind == "official" and o.size.fn == "broadcast" else ())
                       for o in op.outputs),
         launch_args=launch_args,
         autograd=_autograd_view(op),

@@ -1,11 +1,16 @@
 #include "aten/op_rules.h"
 
+#include "runtime/launch_work.h"
+#include "runtime/observers.h"
+#include "runtime/own_work.h"
 #include "runtime/pinned_memory.h"
 
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -298,6 +303,34 @@ at::Tensor new_output(c10::IntArrayRef size, c10::ScalarType dtype) {
                                    std::nullopt);
 }
 
+at::Tensor elementwise_output(c10::IntArrayRef size, c10::ScalarType dtype, TensorRefs operands) {
+  const bool all_contiguous = std::all_of(operands.begin(), operands.end(), [](const at::Tensor& t) {
+    return !t.defined() || t.is_contiguous();
+  });
+  if (all_contiguous) {
+    return new_output(size, dtype);
+  }
+  // The layout is TensorIterator's to decide: it is asked over meta tensors of
+  // the operands' sizes and strides (no memory, no kernel).
+  at::TensorIteratorConfig config;
+  config.check_all_same_dtype(false).set_check_mem_overlap(false).resize_outputs(true);
+  config.add_owned_output(at::Tensor());
+  for (const at::Tensor& t : operands) {
+    if (t.defined()) {
+      config.add_owned_const_input(
+          at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta)));
+    }
+  }
+  config.declare_static_dtype_and_device(dtype, c10::Device(c10::kMeta));
+  const at::TensorIterator iterator = config.build();
+  const at::Tensor& laid_out = iterator.output(0);
+  TORCH_INTERNAL_ASSERT(laid_out.sizes() == size, "elementwise_output: the operands broadcast to ",
+                        laid_out.sizes(), ", the adapter's rule to ", size);
+  static c10::Allocator* const allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+  return at::detail::empty_strided_generic(size, laid_out.strides(), allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
+}
+
 Shape same_shape(const at::Tensor& t) {
   return as_shape(t.sizes());
 }
@@ -468,9 +501,41 @@ c10::Device operands_device(std::initializer_list<at::Tensor> tensors) {
 }
 
 at::Tensor as_operand(const at::Tensor& t, c10::Device device, c10::ScalarType dtype) {
+  if (t.is_privateuseone() && t.scalar_type() != dtype) {
+    const OwnWorkScope converted_as_the_part_reads;
+    return t.to(dtype);
+  }
   // A host scalar becomes the kernel's argument: staged and queued, as the
   // part takes it with the launch; no blocking transfer, so no host wait.
   return staged_to_device(t, device, dtype);
+}
+
+namespace {
+
+// What a kernel reads of `t`: each distinct element once (a broadcast
+// dimension, stride 0, is the same memory again), as launch pricing counts.
+double distinct_bytes(const at::Tensor& t) {
+  if (!t.defined() || t.dim() == 0) return 0;  // (a 0-dim operand is the kernel's argument)
+  double elements = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) != 0 || t.size(d) == 0) elements *= static_cast<double>(t.size(d));
+  }
+  return elements * static_cast<double>(t.element_size());
+}
+
+} // namespace
+
+void describe_reads_as_given(TensorRefs given, TensorRefs outputs, c10::ScalarType dtype) {
+  if (!observers::watched()) return;
+  const bool converted = std::any_of(given.begin(), given.end(), [&](const at::Tensor& t) {
+    return t.defined() && t.is_privateuseone() && t.scalar_type() != dtype;
+  });
+  if (!converted) return;
+  LaunchWork work;
+  work.bytes = 0;
+  for (const at::Tensor& t : given) work.bytes += distinct_bytes(t);
+  for (const at::Tensor& t : outputs) work.bytes += distinct_bytes(t);
+  describe_next_launch(work);
 }
 
 } // namespace simhpu::rules

@@ -118,6 +118,12 @@ void check_no_forward_grad(const char* op, const char* arg, at::TensorList list)
 // would pay for two more trips through the dispatcher on every launch.
 at::Tensor new_output(c10::IntArrayRef size, c10::ScalarType dtype);
 
+// An elementwise operator's new output, laid out as PyTorch lays it out: in the
+// order of its operands' strides (TensorIterator's rule), so that the result of
+// adding to a transposed tensor is transposed too, on simhpu as on a part.
+// Contiguous operands give a contiguous output without asking.
+at::Tensor elementwise_output(c10::IntArrayRef size, c10::ScalarType dtype, TensorRefs operands);
+
 // Output shapes.
 Shape same_shape(const at::Tensor& t);
 inline Shape as_shape(c10::IntArrayRef sizes) { return Shape(sizes.begin(), sizes.end()); }
@@ -149,7 +155,14 @@ bool stub_runs_natively(std::initializer_list<at::Tensor> read, std::initializer
                         std::initializer_list<c10::ScalarType> supported);
 
 // `t` on `device` with `dtype` (moves wrapped CPU scalars, casts if needed).
+// A device tensor of another dtype is converted for a kernel that takes one
+// dtype: simhpu's own work, since a part's kernel converts as it reads.
 at::Tensor as_operand(const at::Tensor& t, c10::Device device, c10::ScalarType dtype);
+
+// Before a launch whose operands as_operand converted: describes the launch as
+// reading the program's tensors as they were given (a bfloat16 operand read as
+// two bytes an element, a broadcast one once), for the runtime's observers.
+void describe_reads_as_given(TensorRefs given, TensorRefs outputs, c10::ScalarType dtype);
 
 // A host tensor moved to the device for one launch only: queued, never a
 // blocking transfer (the host does not wait).

@@ -123,6 +123,30 @@ def test_official_add_mul_match_cpu(dtype, shapes):
     torch.testing.assert_close((da * db).cpu(), a * b)
 
 
+def _transposed(on, shape):  # a dense tensor laid out in another order (a conv output's flatten(2).transpose(1, 2))
+    return on(torch.randn(*shape[:-2], shape[-1], shape[-2])).transpose(-1, -2)
+
+
+@pytest.mark.parametrize("operands", [
+    # (each takes `on`, which puts a fresh tensor where the call runs: the views are made there)
+    lambda on: (_transposed(on, (2, 6, 5)), on(torch.randn(6, 5))),  # transposed, broadcast with a contiguous one
+    lambda on: (on(torch.randn(6, 5)), _transposed(on, (2, 6, 5))),
+    lambda on: (_transposed(on, (2, 6, 5)), _transposed(on, (2, 6, 5)).to(torch.bfloat16)),  # and promoted
+    lambda on: (on(torch.randn(2, 3, 4, 5)).to(memory_format=torch.channels_last), on(torch.randn(3, 1, 1))),
+    lambda on: (on(torch.randn(5, 1)).expand(5, 4), on(torch.randn(4, 5)).t()),
+    lambda on: (on(torch.randn(4, 6))[:, ::2], on(torch.randn(4, 3))),
+], ids=["transposed+broadcast", "broadcast+transposed", "promoted", "channels_last", "expanded+transposed", "sliced"])
+def test_official_add_mul_lay_out_their_results_as_pytorch_does(operands):
+    torch.manual_seed(0)
+    a, b = operands(lambda t: t)
+    torch.manual_seed(0)
+    da, db = operands(lambda t: t.simhpu())
+    for op in (torch.add, torch.mul):
+        expected, actual = op(a, b), op(da, db)
+        assert actual.stride() == expected.stride(), f"{op.__name__}: strides {actual.stride()}, expected {expected.stride()}"
+        torch.testing.assert_close(actual.cpu(), expected)
+
+
 def test_official_ops_promote_and_take_python_scalars():
     a, b = torch.randn(4), torch.randn(4, dtype=torch.float64)
     da, db = a.simhpu(), b.simhpu()

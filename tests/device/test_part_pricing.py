@@ -101,6 +101,28 @@ def test_a_blocking_copy_into_pageable_host_memory_is_priced_by_the_pageable_lin
     assert slowest <= priced < slowest * 1.5 + 1e-4  # (no kernel: the host's wait for the transfer is the time)
 
 
+def test_an_add_of_two_dtypes_is_priced_as_one_kernel_reading_each_as_given():
+    # (a residual stream in float32 plus a bfloat16 branch, as under autocast: the part converts as it reads)
+    def add(other_dtype):
+        def make():
+            x = torch.empty(1 << 24, device="simhpu")
+            y = torch.empty(1 << 24, device="simhpu", dtype=other_dtype)
+            return lambda: x + y
+        return make
+    with simulate(part("h100-sxm"), host_time="modelled", execute=False):
+        x = torch.empty(1 << 24, device="simhpu")
+        y = torch.empty(1 << 24, device="simhpu", dtype=torch.bfloat16)
+        torch.simhpu.synchronize()
+        mark = _C._simclock_start_log()
+        x + y
+        torch.simhpu.synchronize()
+        launches = [launch for launch in _C._simclock_stop_log(mark, Launch) if launch.work != "marker"]
+        del x, y
+    assert len(launches) == 1, [launch.op for launch in launches]
+    mixed, same = device_seconds(add(torch.bfloat16)), device_seconds(add(torch.float32))
+    assert mixed == pytest.approx(same * 10 / 12, rel=0.05)  # (2 + 4 + 4 bytes an element against 4 + 4 + 4)
+
+
 def test_a_reduction_reads_its_input_once():
     def sum_():
         x = torch.empty(1 << 26, device="simhpu")

@@ -26,6 +26,13 @@ NOT_COMPARABLE = {
     "empty_strided": "uninitialised memory", "new_empty_strided": "uninitialised memory",
     "empty_permuted": "uninitialised memory",
 }
+# Forward results laid out otherwise than the CPU lays them out, and why.
+LAYOUT_DIFFERENCES = {
+    "fft.rfftn": "the device takes the layout PyTorch's meta kernel gives; the CPU's pocketfft "
+                 "returns a contiguous tensor",
+    "linalg.eig": "the CPU's LAPACK returns column-major eigenvectors; the device, as the meta kernel, row-major",
+}
+
 # (op name, variant, mode): why the device differs from the CPU there.
 KNOWN_DIFFERENCES = {
     ("addr", "", "inplace"): "addr_ on a 0-dim self: the CPU refuses (2D tensor expected); on simhpu the "
@@ -111,6 +118,11 @@ def _same_kind(a, b):
             and _base_of(a).shape == _base_of(b).shape)
 
 
+def _layout(strides, shape):
+    """The strides that place elements (a dimension of size 1 may have any)."""
+    return tuple(st for st, n in zip(strides, shape) if n > 1)
+
+
 def _base_of(t):
     return t if t._base is None else t._base
 
@@ -125,8 +137,9 @@ def tolerance(op, dtype):
     return {}
 
 
-def compare(expected, actual, *, shapes_only=False, device=DEVICE, **tol):
-    """`actual` (on `device`) against `expected` (on the CPU)."""
+def compare(expected, actual, *, shapes_only=False, check_layout=False, device=DEVICE, **tol):
+    """`actual` (on `device`) against `expected` (on the CPU); with `check_layout`, the results'
+    strides too (a program sees them: the next kernel reads that layout, .view() may refuse it)."""
     exp_leaves, exp_spec = tree_flatten(expected)
     act_leaves, act_spec = tree_flatten(actual)
     assert len(exp_leaves) == len(act_leaves), f"{len(act_leaves)} results, expected {len(exp_leaves)}"
@@ -134,11 +147,15 @@ def compare(expected, actual, *, shapes_only=False, device=DEVICE, **tol):
         if isinstance(e, torch.Tensor):
             assert isinstance(a, torch.Tensor), f"got {type(a).__name__}, expected a tensor"
             assert a.device.type == device, f"result on {a.device}, expected {device}"
+            device_stride = a.stride() if a.layout == torch.strided else None
             a = a.cpu()
             assert a.dtype == e.dtype, f"dtype {a.dtype}, expected {e.dtype}"
             assert a.shape == e.shape, f"shape {tuple(a.shape)}, expected {tuple(e.shape)}"
             if not shapes_only:
                 torch.testing.assert_close(a, e, equal_nan=True, check_stride=False, **tol)
+            if check_layout and e.layout == torch.strided:
+                assert _layout(device_stride, e.shape) == _layout(e.stride(), e.shape), (
+                    f"laid out with strides {device_stride}, expected {e.stride()} (shape {tuple(e.shape)})")
         elif isinstance(e, float) and isinstance(a, float) and not shapes_only:
             assert (math.isnan(e) and math.isnan(a)) or math.isclose(e, a, rel_tol=1e-4, abs_tol=1e-5), f"{a} != {e}"
         elif not shapes_only and not isinstance(e, (torch.dtype, torch.device)):
@@ -210,7 +227,8 @@ def run_sample(op, sample, device_sample, mode) -> Outcome:
     try:
         torch.manual_seed(0)
         actual = runner(op, sample, device_sample)
-        compare(expected, actual, shapes_only=random, **tolerance(op, sample_dtype(sample)))
+        compare(expected, actual, shapes_only=random, check_layout=mode == "forward" and op.name not in LAYOUT_DIFFERENCES,
+                **tolerance(op, sample_dtype(sample)))
         torch.simhpu.synchronize()
         return Outcome("pass")
     except Exception as e:  # noqa: BLE001
