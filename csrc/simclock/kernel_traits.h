@@ -53,6 +53,10 @@ struct KernelTraits {
   int64_t kernels = 1;
   // A column reduction's reduced rows: each output's chain of adds (0: not one).
   int64_t reduced_rows = 0;
+  // Elements a row-wise kernel's operator first copies into contiguous memory:
+  // PyTorch's CUDA norms and softmaxes take their rows contiguous, so a strided
+  // input (a transposed residual stream) costs a transposing copy kernel first.
+  int64_t contiguous_copy_elements = 0;
 };
 
 } // namespace simhpu::simclock

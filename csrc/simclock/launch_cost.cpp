@@ -153,6 +153,27 @@ bool reads_across_strides(const LaunchRecord& record) {
   return false;
 }
 
+// What a row-wise kernel's operator copies first on a part: each strided tensor it
+// reads (broadcasts aside), made contiguous (see KernelTraits).
+bool takes_rows_contiguous(MemoryClass c) {
+  return c == MemoryClass::Norm || c == MemoryClass::NormBackward || c == MemoryClass::Softmax ||
+         c == MemoryClass::SoftmaxInRegisters || c == MemoryClass::SoftmaxBackward;
+}
+void note_contiguous_copies(KernelTraits& traits, const LaunchRecord& record) {
+  for (const KernelArg& arg : record.args) {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->dim() < 2 || t->is_contiguous()) continue;
+    if (t->storage_slot >= 0 && record.may_write(static_cast<size_t>(t->storage_slot))) continue;
+    if (std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;
+    traits.contiguous_copy_elements += t->numel();
+  }
+}
+
+// A transposing copy's time follows the elements it moves, not their width: on an
+// H100 bfloat16 [16384, 8192] and float32 [128, 196, 384] transposes both take 8 ps
+// an element. Its bytes are counted as bfloat16's, which its class was fitted on.
+constexpr double kTransposeBytesPerElement = 2.0;
+
 // Whether a copy writes wider elements than it reads (a bfloat16 tensor converted
 // to float32), as its record's written storages say (none said: not known, no).
 bool widens(const LaunchRecord& record) {
@@ -385,6 +406,7 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
       traits.reduced_rows = rows;
     }
   }
+  if (takes_rows_contiguous(traits.memory_class)) note_contiguous_copies(traits, record);
   if (traits.memory_class == MemoryClass::Softmax) {
     const SoftmaxRowsOf rows = softmax_rows_of(record);
     if (softmax_rows_in_registers(rows.length, rows.element_size, profile.softmax_rows)) {
@@ -461,13 +483,34 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     // a kernel takes (each of a multi-tensor apply's kernels pays it; a tensor of
     // one, kernels == 0, pays none: its operator's end adds them).
     const ClassCost& c = p.memory_classes[static_cast<size_t>(traits.memory_class)];
-    memory *= c.traffic;
-    if (c.rate > 0) memory = std::max(memory, cost.bytes / c.rate);
+    const ClassCost& transpose = p.memory_classes[static_cast<size_t>(MemoryClass::Transpose)];
+    // (a copy of `elements`, read across strides and written contiguous)
+    auto transposing_copy = [&](double elements) {
+      const double bytes = 2 * elements * kTransposeBytesPerElement;
+      double moved = transpose.traffic * bytes / (p.memory_bandwidth * p.memory_efficiency);
+      if (transpose.rate > 0) moved = std::max(moved, bytes / transpose.rate);
+      return std::max(std::max(transpose.floor, p.kernel_overhead), p.kernel_overhead + moved);
+    };
+    if (traits.memory_class == MemoryClass::Transpose && cost.flops > 0) {
+      memory = 0;  // (its whole time is the elements it moves: below)
+    } else {
+      memory *= c.traffic;
+      if (c.rate > 0) memory = std::max(memory, cost.bytes / c.rate);
+    }
     const double least = std::max(c.floor, p.kernel_overhead);
     seconds = traits.kernels == 0 ? std::max(compute, memory)
                                   : std::max(least, p.kernel_overhead + std::max(compute, memory)) +
                                         static_cast<double>(traits.kernels - 1) * least;
+    if (traits.memory_class == MemoryClass::Transpose && cost.flops > 0) {
+      seconds = std::max(seconds, transposing_copy(cost.flops));
+      memory = seconds;
+    }
     seconds += static_cast<double>(traits.reduced_rows) * c.row_step;
+    if (traits.contiguous_copy_elements > 0) {
+      const double copy = transposing_copy(static_cast<double>(traits.contiguous_copy_elements));
+      seconds += copy;
+      memory += copy;
+    }
     if (seconds <= 0) return {0, Bound::Latency, 0};
   }
   const double flops_fraction = cost.flops / seconds / peak_flops;
