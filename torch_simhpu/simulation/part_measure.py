@@ -418,11 +418,11 @@ def _settings(case: dict):
     """What the case asks of torch's global settings (TF32, an SDPA backend), restored after."""
     with contextlib.ExitStack() as stack:
         if "tf32" in case:
+            # (the flag cuBLAS reads; it sets the legacy precision and cuBLAS's own together.
+            # torch.set_float32_matmul_precision as well would leave the generic precision apart
+            # from cuBLAS's once restored, and torch.get_float32_matmul_precision() raises on that)
             before = torch.backends.cuda.matmul.allow_tf32
             torch.backends.cuda.matmul.allow_tf32 = case["tf32"]
-            before_precision = torch.get_float32_matmul_precision()
-            torch.set_float32_matmul_precision("high" if case["tf32"] else "highest")
-            stack.callback(torch.set_float32_matmul_precision, before_precision)
             stack.callback(setattr, torch.backends.cuda.matmul, "allow_tf32", before)
         if case.get("backend") == "flash":
             from torch.nn.attention import SDPBackend, sdpa_kernel
