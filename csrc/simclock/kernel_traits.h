@@ -57,6 +57,10 @@ struct KernelTraits {
   // PyTorch's CUDA norms and softmaxes take their rows contiguous, so a strided
   // input (a transposed residual stream) costs a transposing copy kernel first.
   int64_t contiguous_copy_elements = 0;
+  // Elements an elementwise kernel reads across its output's strides: an operand
+  // laid out in another order than the output (TensorIterator walks the output's
+  // order, so those reads do not coalesce, as a transposing copy's do not).
+  int64_t elements_read_across_strides = 0;
 };
 
 } // namespace simhpu::simclock

@@ -169,6 +169,31 @@ void note_contiguous_copies(KernelTraits& traits, const LaunchRecord& record) {
   }
 }
 
+int64_t elements_read_across_strides(const LaunchRecord& record) {
+  auto written = [&](const DeviceTensor& t) {
+    return t.storage_slot >= 0 && record.may_write(static_cast<size_t>(t.storage_slot));
+  };
+  const DeviceTensor* out = nullptr;
+  for (const KernelArg& arg : record.args) {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t != nullptr && t->dtype != c10::ScalarType::Undefined && written(*t)) {
+      out = t;
+      break;
+    }
+  }
+  if (out == nullptr || out->dim() < 2) return 0;
+  const int64_t inner = innermost_dim(*out);
+  if (inner < 0) return 0;
+  int64_t elements = 0;
+  for (const KernelArg& arg : record.args) {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t == nullptr || t == out || t->dtype == c10::ScalarType::Undefined || written(*t)) continue;
+    if (t->sizes != out->sizes) continue;  // (a broadcast operand is read again and again: its own pattern)
+    if (innermost_dim(*t) != inner) elements += t->numel();
+  }
+  return elements;
+}
+
 // A transposing copy's time follows the elements it moves, not their width: on an
 // H100 bfloat16 [16384, 8192] and float32 [128, 196, 384] transposes both take 8 ps
 // an element. Its bytes are counted as bfloat16's, which its class was fitted on.
@@ -407,6 +432,10 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
     }
   }
   if (takes_rows_contiguous(traits.memory_class)) note_contiguous_copies(traits, record);
+  const bool elementwise = traits.memory_class == MemoryClass::Elementwise ||
+                           traits.memory_class == MemoryClass::Transcendental ||
+                           traits.memory_class == MemoryClass::Special;
+  if (elementwise) traits.elements_read_across_strides = elements_read_across_strides(record);
   if (traits.memory_class == MemoryClass::Softmax) {
     const SoftmaxRowsOf rows = softmax_rows_of(record);
     if (softmax_rows_in_registers(rows.length, rows.element_size, profile.softmax_rows)) {
@@ -484,12 +513,15 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     // one, kernels == 0, pays none: its operator's end adds them).
     const ClassCost& c = p.memory_classes[static_cast<size_t>(traits.memory_class)];
     const ClassCost& transpose = p.memory_classes[static_cast<size_t>(MemoryClass::Transpose)];
+    // (moving `elements` across strides, once in each direction or one way)
+    auto moved_across_strides = [&](double elements, double directions) {
+      const double bytes = directions * elements * kTransposeBytesPerElement;
+      const double moved = transpose.traffic * bytes / (p.memory_bandwidth * p.memory_efficiency);
+      return transpose.rate > 0 ? std::max(moved, bytes / transpose.rate) : moved;
+    };
     // (a copy of `elements`, read across strides and written contiguous)
     auto transposing_copy = [&](double elements) {
-      const double bytes = 2 * elements * kTransposeBytesPerElement;
-      double moved = transpose.traffic * bytes / (p.memory_bandwidth * p.memory_efficiency);
-      if (transpose.rate > 0) moved = std::max(moved, bytes / transpose.rate);
-      return std::max(std::max(transpose.floor, p.kernel_overhead), p.kernel_overhead + moved);
+      return std::max(std::max(transpose.floor, p.kernel_overhead), p.kernel_overhead + moved_across_strides(elements, 2));
     };
     if (traits.memory_class == MemoryClass::Transpose && cost.flops > 0) {
       memory = 0;  // (its whole time is the elements it moves: below)
@@ -506,6 +538,12 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
       memory = seconds;
     }
     seconds += static_cast<double>(traits.reduced_rows) * c.row_step;
+    if (traits.elements_read_across_strides > 0) {
+      // (each such read costs what half a transposing copy's moves do, on top of its bytes' pass)
+      const double across = moved_across_strides(static_cast<double>(traits.elements_read_across_strides), 1);
+      seconds += across;
+      memory += across;
+    }
     if (traits.contiguous_copy_elements > 0) {
       const double copy = transposing_copy(static_cast<double>(traits.contiguous_copy_elements));
       seconds += copy;
