@@ -29,11 +29,13 @@ enum class MemoryClass : uint8_t {
   Random,          // a generator's draws (dropout, bernoulli, normal)
   Loss,            // nll_loss and its kin
   MultiTensor,     // a _foreach_ operator's kernels: launched as CUDA's multi-tensor apply chunks them
-  BatchNorm,       // batch norm's statistics over every dimension but the channels: a part's kernel may run a channel a block
+  BatchNorm,       // batch norm's statistics over every dimension but the channels: a channels-first input's kernel runs a channel a block
   BatchNormBackward,
   Pooling,         // windows over an image (max/avg pooling): each input read by the windows that overlap it
   PoolingBackward, // the gradient scattered back to each window's inputs
   FusedOptimizer,  // a fused optimizer's kernels (fused=True): multi-tensor apply's chunks, every state in one pass
+  BatchNormChannelsLast,          // a channels-last input's batch norm: other kernels, reducing across blocks (what a BatchNorm becomes then)
+  BatchNormChannelsLastBackward,
   Count
 };
 
@@ -51,7 +53,8 @@ struct KernelTraits {
   bool convolution_unaligned = false;  // input channels not a multiple of 8: the profile's unaligned efficiency
   // The kernels this launch stands for on the part (a multi-tensor apply's chunks), >= 1.
   int64_t kernels = 1;
-  // A column reduction's reduced rows: each output's chain of adds (0: not one).
+  // A column reduction's reduced rows: each output's chain of adds; a channels-first
+  // batch norm's elements its blocks walk in turn (0: not one).
   int64_t reduced_rows = 0;
   // Elements a row-wise kernel's operator first copies into contiguous memory:
   // PyTorch's CUDA norms and softmaxes take their rows contiguous, so a strided

@@ -194,6 +194,30 @@ int64_t elements_read_across_strides(const LaunchRecord& record) {
   return elements;
 }
 
+// A batch norm's input: its largest tensor of three dimensions or more (none: a
+// [batch, channels] input, whose kernels the record does not tell apart).
+const DeviceTensor* batch_norm_input(const LaunchRecord& record) {
+  const DeviceTensor* input = nullptr;
+  for (const KernelArg& arg : record.args) {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->dim() < 3) continue;
+    if (input == nullptr || t->numel() > input->numel()) input = t;
+  }
+  return input != nullptr && input->sizes[1] > 0 ? input : nullptr;
+}
+
+bool channels_last(const DeviceTensor& t) { return innermost_dim(t) == 1; }
+
+// The elements a channels-first batch norm's blocks walk one after another: PyTorch's
+// CUDA kernels reduce a channel a block, so each wave of blocks (one a unit) walks a
+// channel's elements. 0 units (not modelled): none.
+int64_t batch_norm_chain(const DeviceTensor& input, int units) {
+  if (units <= 0) return 0;
+  const int64_t channels = input.sizes[1];
+  const int64_t waves = (channels + units - 1) / units;
+  return waves * (input.numel() / channels);
+}
+
 // A transposing copy's time follows the elements it moves, not their width: on an
 // H100 bfloat16 [16384, 8192] and float32 [128, 196, 384] transposes both take 8 ps
 // an element. Its bytes are counted as bfloat16's, which its class was fitted on.
@@ -429,6 +453,16 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
     if (const int64_t rows = column_reduction_rows(record); rows > 0) {
       traits.memory_class = MemoryClass::ColumnReduction;
       traits.reduced_rows = rows;
+    }
+  }
+  if (traits.memory_class == MemoryClass::BatchNorm || traits.memory_class == MemoryClass::BatchNormBackward) {
+    if (const DeviceTensor* input = batch_norm_input(record)) {
+      if (channels_last(*input)) {
+        traits.memory_class = traits.memory_class == MemoryClass::BatchNorm ? MemoryClass::BatchNormChannelsLast
+                                                                              : MemoryClass::BatchNormChannelsLastBackward;
+      } else {
+        traits.reduced_rows = batch_norm_chain(*input, profile.matrix_units);
+      }
     }
   }
   if (takes_rows_contiguous(traits.memory_class)) note_contiguous_copies(traits, record);
@@ -690,6 +724,8 @@ const char* memory_class_name(MemoryClass c) {
     case MemoryClass::Pooling: return "pooling";
     case MemoryClass::PoolingBackward: return "pooling_backward";
     case MemoryClass::FusedOptimizer: return "fused_optimizer";
+    case MemoryClass::BatchNormChannelsLast: return "batch_norm_channels_last";
+    case MemoryClass::BatchNormChannelsLastBackward: return "batch_norm_channels_last_backward";
     case MemoryClass::Count: break;
   }
   return "?";

@@ -603,6 +603,27 @@ def test_batch_norm_and_pooling_are_priced_by_classes_of_their_own(op, cls):
     assert device_seconds(make, heavier) > 4 * device_seconds(make, plain)
 
 
+def test_a_channels_first_batch_norm_walks_a_channel_a_block_and_a_channels_last_one_takes_its_own_class():
+    def batch_norm(shape, memory_format=torch.contiguous_format):
+        def make():
+            x = _image(shape).contiguous(memory_format=memory_format)
+            return lambda: F.batch_norm(x, None, None, training=True)
+        return make
+    base = part("h100-sxm")
+    plain = {"batch_norm": {"traffic": 1.0}, "batch_norm_channels_last": {"traffic": 1.0}}
+    chained = dict(base, memory_classes=dict(plain, batch_norm={"traffic": 1.0, "row_step": 1e-9}))
+    unchained = dict(base, memory_classes=plain)
+    # 64 channels fill half the H100's 132 units once; 512 take four waves of a fourth of the elements each
+    for shape, walked in (((32, 64, 56, 56), 32 * 56 * 56), ((32, 512, 28, 28), 4 * 32 * 28 * 28)):
+        added = device_seconds(batch_norm(shape), chained) - device_seconds(batch_norm(shape), unchained)
+        assert added == pytest.approx(walked * 1e-9, rel=0.01)
+    # channels last: PyTorch's other kernels reduce across blocks, no chain, a traffic of their own
+    last = batch_norm((32, 64, 56, 56), torch.channels_last)
+    assert device_seconds(last, chained) == pytest.approx(device_seconds(last, unchained), rel=1e-9)
+    heavier = dict(base, memory_classes=dict(plain, batch_norm_channels_last={"traffic": 8.0}))
+    assert device_seconds(last, heavier) > 4 * device_seconds(last, unchained)
+
+
 @pytest.mark.parametrize("channels, unaligned", [(3, True), (8, False), (64, False)])
 def test_a_convolution_with_unaligned_input_channels_is_priced_at_its_own_efficiency(channels, unaligned):
     def make():

@@ -53,7 +53,7 @@ CALL_CLASS = {
 
 
 # Classes the pricing takes from a call's shapes and dtypes, not its name (call_class).
-SHAPED_CLASSES = ("softmax_in_registers", "widening_copy")
+SHAPED_CLASSES = ("softmax_in_registers", "widening_copy", "batch_norm_channels_last", "batch_norm_channels_last_backward")
 
 
 def call_class(case: dict | None, profile: dict) -> str | None:
@@ -66,6 +66,8 @@ def call_class(case: dict | None, profile: dict) -> str | None:
     cls = CALL_CLASS.get(case["call"])
     if case["call"] == "x.to(other dtype)" and case.get("dtype") in ("bfloat16", "float16"):
         return "widening_copy"
+    if cls in ("batch_norm", "batch_norm_backward") and case.get("memory_format") == "channels_last":
+        return cls.replace("batch_norm", "batch_norm_channels_last")
     if cls == "softmax" and case.get("shape"):
         size = getattr(torch, case.get("dtype", "float32")).itemsize
         if _C._simclock_softmax_rows_in_registers(case["shape"][-1], size, profile):
@@ -74,7 +76,7 @@ def call_class(case: dict | None, profile: dict) -> str | None:
 
 
 # Classes whose kernels walk rows in a chain: their traffic and their time a row fitted together.
-CHAINED_CLASSES = ("column_reduction",)
+CHAINED_CLASSES = ("column_reduction", "batch_norm", "batch_norm_backward")
 CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
 
 
