@@ -418,17 +418,14 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             # (its large rows; a class timed only at smaller sizes, by its largest)
             least = min(class_numel, max((_size(row) for row in of_class), default=0))
             selected = [row for row in of_class if _size(row) >= least]
-            if cls in CHAINED_CLASSES:
-                fitted = _traffic_and_row_step(profile, cls, selected)
-                if fitted is not None:
-                    entry = classes.setdefault(cls, {})
-                    before = (entry.get("traffic", 1.0), entry.get("row_step", 0.0))
-                    entry["traffic"], entry["row_step"] = fitted
-                    moved = max(moved, abs(math.log(fitted[0] / before[0])), abs(fitted[1] - before[1]) / 1e-9)
-                continue
-            r = _ratio(priced(selected))
-            if r:
-                moved = max(moved, _scale_traffic(classes.setdefault(cls, {}), r))
+            # (solved for, not scaled by the rows' ratio: a backward class's rows are timed forward +
+            # backward, and only its share of their time moves with its traffic)
+            fitted = _traffic_and_row_step(profile, cls, selected, chained=cls in CHAINED_CLASSES)
+            if fitted is not None:
+                entry = classes.setdefault(cls, {})
+                before = (entry.get("traffic", 1.0), entry.get("row_step", 0.0))
+                entry["traffic"], entry["row_step"] = fitted
+                moved = max(moved, abs(math.log(fitted[0] / before[0])), abs(fitted[1] - before[1]) / 1e-9)
         for cls in fitted_classes:
             small = by(lambda c, cls=cls: c["class"] == cls
                        and c["call"].count("backward") == 0 and _size(c) <= 1 << 20)
@@ -584,15 +581,16 @@ def _floor(profile: dict, cls: str, small: list[dict], host_per_call) -> float:
     return min(1e-3, max(0.0, min(candidates))) if candidates else 0.0
 
 
-def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict]) -> tuple[float, float] | None:
-    """A chained class's traffic and time a row together: each row's price split into what its
-    bytes take (priced again at twice the traffic: the difference), what its rows take (priced
-    again with a nanosecond a row) and the rest, then the least-squares (relative) fit of
+def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict], chained: bool = True) -> tuple[float, float] | None:
+    """A class's traffic, and a chained class's time a row with it: each row's price split into
+    what its bytes take (priced again at twice the traffic: the difference), what its rows take
+    (priced again with a nanosecond a row) and the rest, then the least-squares (relative) fit of
     measured = rest + bytes x traffic + rows x row_step, both >= 0. A class with rows of one
-    shape only keeps its row step and fits its traffic alone."""
+    shape only, or not chained, keeps its row step and fits its traffic alone."""
     def priced_with(traffic: float, row_step: float) -> list[dict]:
         return evaluate(rows, _with_class(profile, cls, traffic=traffic, row_step=row_step))
-    plain, doubled, stepped = priced_with(1.0, 0.0), priced_with(2.0, 0.0), priced_with(1.0, 1e-9)
+    plain, doubled = priced_with(1.0, 0.0), priced_with(2.0, 0.0)
+    stepped = priced_with(1.0, 1e-9) if chained else plain
     points = []  # (rest, bytes' time at traffic 1, rows in a chain, measured)
     for a, b, c in zip(plain, doubled, stepped):
         if a["priced"] and b["priced"] and c["priced"]:
