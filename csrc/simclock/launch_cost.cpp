@@ -169,6 +169,8 @@ void note_contiguous_copies(KernelTraits& traits, const LaunchRecord& record) {
   }
 }
 
+// The elements of an elementwise kernel's operands laid out in another order than
+// its output (its first written tensor), broadcasts aside (see KernelTraits).
 int64_t elements_read_across_strides(const LaunchRecord& record) {
   auto written = [&](const DeviceTensor& t) {
     return t.storage_slot >= 0 && record.may_write(static_cast<size_t>(t.storage_slot));
