@@ -124,8 +124,11 @@ def print_rows(results: list[dict], kinds=("step",)) -> None:
     for r in results:
         if r["row"]["kind"] in kinds:
             err = "unpriceable: " + r.get("failure", "") if r["error"] is None else f"{r['error'] * 100:+6.1f} %"
-            print(f"    {part_measure.describe(r['case'])[:70]:<70} measured {r['row']['seconds'] * 1e3:8.3f} ms  "
-                  f"priced {(r['priced'] or 0) * 1e3:8.3f} ms  {err}")
+            row = r["row"]
+            spread = (f"  (its ten steps {row['seconds_least'] * 1e3:.1f}-{row['seconds_most'] * 1e3:.1f} ms)"
+                      if "seconds_least" in row else "")
+            print(f"    {part_measure.describe(r['case'])[:70]:<70} measured {row['seconds'] * 1e3:8.3f} ms  "
+                  f"priced {(r['priced'] or 0) * 1e3:8.3f} ms  {err}{spread}")
 
 
 def main(argv=None) -> int:

@@ -328,6 +328,13 @@ def test_profile_part_refuses_a_device_torch_does_not_have_and_writes_nothing(tm
     assert result.returncode == 2 and "nosuchdevice" in result.stderr and not output.exists()
 
 
+def test_a_measured_step_keeps_the_least_and_the_most_of_its_ten_beside_their_median():
+    measured = part_measure.measure("cpu", [], time_limit=60.0, log=lambda *_: None, steps=["gpt"], zoo_scale="cpu")
+    row, = measured["rows"]
+    assert row["seconds_least"] <= row["seconds"] <= row["seconds_most"]
+    assert "seconds_least" not in part_measure.describe(row)
+
+
 def test_profile_part_names_a_measurement_that_runs_past_its_time(tmp_path):
     with pytest.raises(TimeoutError, match="ran past 0 s at torch.mm"):
         part_measure.measure("cpu", part_measure.cpu_cases(), time_limit=0.0, log=lambda *_: None)

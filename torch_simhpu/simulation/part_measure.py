@@ -15,7 +15,9 @@ How a call is timed:
   graph and the replay timed with events (the device's time alone, no launch gaps); a longer
   one with events around each call, the median of the repeats;
 - elsewhere (the CPU, or any device with torch.accelerator): wall clock around each call after
-  synchronising, the median of the repeats (the host's time is the part's time there).
+  synchronising, the median of the repeats (the host's time is the part's time there);
+- a training step: wall clock around each of ten steps after three to warm up, the median, with
+  the least and the most of the ten (`seconds_least`, `seconds_most`).
 """
 from __future__ import annotations
 
@@ -546,7 +548,8 @@ def _time_host_loop(fn, device, budget: float) -> tuple[float, str]:
 # Whole training steps (the model zoo of torch_simhpu/model_zoo.py), timed end to end.
 # ----------------------------------------------------------------------------------------
 
-def time_step(step, device, repeats: int = 10) -> tuple[float, str]:
+def step_times(step, device, repeats: int = 10) -> list[float]:
+    """Each of `repeats` eager steps' wall time, after three to warm up."""
     for _ in range(3):
         step()
     _sync(device)
@@ -556,6 +559,11 @@ def time_step(step, device, repeats: int = 10) -> tuple[float, str]:
         step()
         _sync(device)
         times.append(time.perf_counter() - t0)
+    return times
+
+
+def time_step(step, device, repeats: int = 10) -> tuple[float, str]:
+    times = step_times(step, device, repeats)
     return statistics.median(times), f"wall clock around one eager step after synchronising, median of {repeats}"
 
 
@@ -645,15 +653,20 @@ def measure(device: str, cases: list[dict], *, time_limit: float, log=print, ste
         for name in steps:
             try:
                 step = zoo.training_step(name, device, scale=zoo_scale or _zoo_scale(device))
-                seconds, how = time_step(step, device)
+                times = step_times(step, device)
             except Exception as error:  # noqa: BLE001
                 failures.append(f"training step {name}: {type(error).__name__}: {str(error).splitlines()[0]}")
                 log(f"  failed: {failures[-1]}")
                 continue
+            # (the least and the most of the ten with the median: a step moves with its host, and an
+            # error inside that range is not one the profile can be held to)
             rows.append(dict(kind="step", call=f"eager training step of {name}", model=name,
-                             scale=zoo_scale or _zoo_scale(device), seconds=seconds, timing=how,
+                             scale=zoo_scale or _zoo_scale(device), seconds=statistics.median(times),
+                             seconds_least=min(times), seconds_most=max(times),
+                             timing=f"wall clock around one eager step after synchronising, median of {len(times)}",
                              autocast=torch.device(device).type != "cpu"))  # (model_zoo.training_step's default)
-            log(f"  {seconds * 1e3:12.3f} ms  training step {name}")
+            log(f"  {statistics.median(times) * 1e3:12.3f} ms  training step {name} "
+                f"({min(times) * 1e3:.3f}-{max(times) * 1e3:.3f} ms)")
             step = None
             if torch.device(device).type == "cuda":
                 torch.cuda.empty_cache()
@@ -668,7 +681,8 @@ def _zoo_scale(device) -> str:
 
 
 def describe(case: dict) -> str:
-    sizes = ", ".join(f"{k}={v}" for k, v in case.items() if k not in ("kind", "call", "seconds", "timing"))
+    sizes = ", ".join(f"{k}={v}" for k, v in case.items()
+                      if k not in ("kind", "call", "seconds", "seconds_least", "seconds_most", "timing"))
     return f"{case['call']} ({sizes})"
 
 
