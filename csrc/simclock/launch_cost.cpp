@@ -560,7 +560,7 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
       return std::max(std::max(transpose.floor, p.kernel_overhead), p.kernel_overhead + moved_across_strides(elements, 2));
     };
     if (traits.memory_class == MemoryClass::Transpose && cost.flops > 0) {
-      memory = 0;  // (its whole time is the elements it moves: below)
+      memory = moved_across_strides(cost.flops, 2);  // (a vector kernel's FLOPs: its elements)
     } else {
       memory *= c.traffic;
       if (c.rate > 0) memory = std::max(memory, cost.bytes / c.rate);
@@ -569,10 +569,6 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     seconds = traits.kernels == 0 ? std::max(compute, memory)
                                   : std::max(least, p.kernel_overhead + std::max(compute, memory)) +
                                         static_cast<double>(traits.kernels - 1) * least;
-    if (traits.memory_class == MemoryClass::Transpose && cost.flops > 0) {
-      seconds = std::max(seconds, transposing_copy(cost.flops));
-      memory = seconds;
-    }
     seconds += static_cast<double>(traits.reduced_rows) * c.row_step;
     if (traits.elements_read_across_strides > 0) {
       // (each such read costs what half a transposing copy's moves do, on top of its bytes' pass)
