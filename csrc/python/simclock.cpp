@@ -46,6 +46,7 @@ DeviceProfile profile_of(const py::dict& d) {
   p.host_convolution_overhead = d["host_convolution_overhead"].cast<double>();
   p.host_convolution_backward_overhead = d["host_convolution_backward_overhead"].cast<double>();
   p.convolution_floor = d["convolution_floor"].cast<double>();
+  p.convolution_layout_conversion = d["convolution_layout_conversion"].cast<double>();
   const auto host_link = d["host_link"].cast<py::dict>();
   p.host_link = link_of(host_link);
   p.pageable_bandwidth = host_link["pageable_bandwidth"].cast<double>();
@@ -345,6 +346,10 @@ void bind_simclock(py::module_& m) {
             }
             if (described.contains("convolution_unaligned")) {
               matrix.convolution_unaligned = described["convolution_unaligned"].cast<bool>();
+            }
+            if (described.contains("layout_conversions")) {  // (elements, kernels)
+              const auto conversions = described["layout_conversions"].cast<std::array<int64_t, 2>>();
+              matrix.converted_elements = conversions[0], matrix.conversions = conversions[1];
             }
           } else {
             matrix.flops = counted.cast<double>();

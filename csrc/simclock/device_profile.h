@@ -147,6 +147,10 @@ struct DeviceProfile {
   // The least a convolution launch takes (its library's per-call setup: a CPU's oneDNN reorders
   // its operands' layouts), where measured (0: none beyond kernel_overhead).
   double convolution_floor = 0;
+  // Seconds an element of a channels-first 16-bit convolution's operands and results takes to
+  // convert to and from the channels-last layout the part's library's kernels run (0: its kernels
+  // run the layout they are given).
+  double convolution_layout_conversion = 0;
 };
 
 } // namespace simhpu::simclock

@@ -51,6 +51,10 @@ struct KernelTraits {
   bool convolution = false;  // a convolution (forward or backward): the profile's convolution efficiency
   bool convolution_backward = false;  // its backward: the profile's convolution backward efficiency, where given
   bool convolution_unaligned = false;  // input channels not a multiple of 8: the profile's unaligned efficiency
+  // A channels-first convolution's operands and results its part's library converts to and
+  // from the channels-last layout its kernels run (elements), a kernel each (conversions).
+  int64_t converted_elements = 0;
+  int64_t conversions = 0;
   // The kernels this launch stands for on the part (a multi-tensor apply's chunks), >= 1.
   int64_t kernels = 1;
   // A column reduction's reduced rows: each output's chain of adds; a channels-first

@@ -542,7 +542,14 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     compute = cost.flops / (peak_flops * efficiency);
   }
   double seconds = p.kernel_overhead + std::max(compute, memory);
-  if (matrix && traits.convolution) seconds = std::max(seconds, p.convolution_floor);
+  if (matrix && traits.convolution) {
+    if (traits.converted_elements > 0 && p.convolution_layout_conversion > 0) {
+      // (the library's layout conversions: kernels of their own, before and after its arithmetic)
+      seconds += static_cast<double>(traits.conversions) * p.kernel_overhead +
+                 static_cast<double>(traits.converted_elements) * p.convolution_layout_conversion;
+    }
+    seconds = std::max(seconds, p.convolution_floor);
+  }
   if (!matrix) {
     // A vector kernel by its class: the traffic its bytes cause, and the least such
     // a kernel takes (each of a multi-tensor apply's kernels pays it; a tensor of

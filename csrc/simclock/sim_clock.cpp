@@ -527,6 +527,8 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     next_traits->convolution = matrix->convolution;
     next_traits->convolution_backward = matrix->convolution_backward;
     next_traits->convolution_unaligned = matrix->convolution_unaligned;
+    next_traits->converted_elements = matrix->converted_elements;
+    next_traits->conversions = matrix->conversions;
   }
 }
 

@@ -71,6 +71,7 @@ struct MatrixLaunch {
   bool convolution = false;
   bool convolution_backward = false;
   bool convolution_unaligned = false;
+  int64_t converted_elements = 0, conversions = 0;  // (KernelTraits)
 };
 using FlopFormula = std::function<std::optional<MatrixLaunch>(const c10::OperatorHandle& op,
                                                         c10::ArrayRef<c10::IValue> args,

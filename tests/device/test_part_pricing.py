@@ -571,14 +571,17 @@ def test_a_convolutions_backward_is_priced_at_its_own_efficiency():
         g = torch.empty_like(out)
         return lambda: torch.autograd.grad(F.conv2d(x, w, padding=1), (x, w), g)
 
-    def backward_seconds(**efficiency):
-        profile = part("h100-sxm")
+    def seconds(**efficiency):
+        profile = dict(part("h100-sxm"), convolution_layout_conversion=0.0)  # (conversions move no faster)
         profile = dict(profile, efficiency=dict(profile["efficiency"], convolution=0.5, **efficiency))
         launches, _ = _launches(make, profile)
+        (forward,) = [x for x in launches if x.op == "aten::convolution"]
         (backward,) = [x for x in launches if x.op.startswith("aten::convolution_backward")]
-        return backward.duration
-    same = backward_seconds(convolution_backward=0)  # (none of its own: the convolution's)
-    assert backward_seconds(convolution_backward=0.1) == pytest.approx(5 * same, rel=0.05)
+        return forward.duration, backward.duration
+    forward, same = seconds(convolution_backward=0)  # (none of its own: the convolution's)
+    unchanged, slow = seconds(convolution_backward=0.1)
+    assert unchanged == pytest.approx(forward, rel=1e-9)
+    assert slow > 3 * same
 
 
 def test_profile_part_refuses_a_thread_count_below_one_and_writes_nothing(tmp_path):
@@ -656,8 +659,82 @@ def test_a_convolution_call_takes_the_profiles_host_time_forward_and_backward():
     assert backward - plain == pytest.approx(300e-6, rel=1e-6)
 
 
+def _conv_launch_seconds(make, profile) -> list[float]:
+    """Each convolution launch's device time (its kernels' own spans), in order."""
+    launches, _ = _launches(make, profile)
+    return [x.duration for x in launches if "convolution" in x.op]
+
+
+@pytest.mark.parametrize("shape, weight, stride, padding, fmt, dtype, converted", [
+    ((16, 64, 28, 28), (64, 64, 3, 3), 1, 1, torch.contiguous_format, torch.bfloat16, True),
+    ((16, 64, 28, 28), (128, 64, 1, 1), 2, 0, torch.contiguous_format, torch.float16, True),  # (strided: not a plain GEMM)
+    ((16, 64, 28, 28), (64, 64, 3, 3), 1, 1, torch.channels_last, torch.bfloat16, False),
+    ((16, 64, 28, 28), (128, 64, 1, 1), 1, 0, torch.contiguous_format, torch.bfloat16, False),  # (a GEMM as it lies)
+    ((16, 64, 28, 28), (64, 64, 3, 3), 1, 1, torch.contiguous_format, torch.float32, False),
+])
+def test_a_channels_first_16bit_convolution_is_priced_with_its_librarys_layout_conversions(
+        shape, weight, stride, padding, fmt, dtype, converted):
+    # (cuDNN's tensor-core kernels run channels-last: a channels-first call's input and weight are
+    # transposed in and its output out, a kernel each, what the part's step profile shows)
+    def make():
+        x = torch.empty(*shape, device="simhpu", dtype=dtype).to(memory_format=fmt)
+        w = torch.empty(*weight, device="simhpu", dtype=dtype).to(memory_format=fmt)
+        return lambda: F.conv2d(x, w, stride=stride, padding=padding)
+    base = dict(part("h100-sxm"), convolution_layout_conversion=0.0)
+    plain, = _conv_launch_seconds(make, base)
+    converting, = _conv_launch_seconds(make, dict(base, convolution_layout_conversion=1e-11))
+    out = (shape[0], weight[0], *((size + 2 * padding - k) // stride + 1 for size, k in zip(shape[2:], weight[2:])))
+    elements = math.prod(shape) + math.prod(weight) + math.prod(out)
+    expected = 3 * base["kernel_overhead"] + elements * 1e-11 if converted else 0.0
+    assert converting - plain == pytest.approx(expected, rel=1e-6, abs=1e-12)
+
+
+def test_a_convolutions_backward_is_the_forwards_implicit_gemm_for_each_gradient_it_computes():
+    # (its data and weight gradients are products of the forward's size: one gradient asked for is
+    # one forward's work, both are two; their layout conversions follow the same gradients)
+    def make(grads):
+        def build():
+            x = _image((64, 64, 56, 56), grad="input" in grads)
+            w = _image((64, 64, 3, 3), grad="weight" in grads)
+            y = F.conv2d(x, w, padding=1)
+            g = torch.empty_like(y)
+            wanted = [t for t, name in ((x, "input"), (w, "weight")) if name in grads]
+            return lambda: torch.autograd.grad(F.conv2d(x, w, padding=1), wanted, g)
+        return build
+    profile = dict(part("h100-sxm"), convolution_layout_conversion=0.0)
+    profile["efficiency"] = dict(profile["efficiency"], convolution=0.5, convolution_backward=0.5)
+    forward, one = _conv_launch_seconds(make(("weight",)), profile)
+    _, other = _conv_launch_seconds(make(("input",)), profile)
+    _, both = _conv_launch_seconds(make(("input", "weight")), profile)
+    kernel = profile["kernel_overhead"]
+    assert one - kernel == pytest.approx(forward - kernel, rel=1e-6)
+    assert other == pytest.approx(one, rel=1e-6)
+    assert both - kernel == pytest.approx(2 * (forward - kernel), rel=0.05)
+
+
+def test_a_convolutions_efficiency_and_layout_conversion_are_fitted_together():
+    # rows made by a profile with a known efficiency and conversion time (channels-first calls,
+    # which convert, beside channels-last and 1x1 ones, which do not): the fit finds both again
+    truth = dict(part("h100-sxm"), host_convolution_overhead=0.0, convolution_floor=0.0,
+                 convolution_layout_conversion=3e-12)
+    truth["efficiency"] = dict(truth["efficiency"], convolution=0.4)
+    cases = [dict(kind="gemm", call=part_measure.CONV_F, dtype="bfloat16", input=[n, c, size, size],
+                  weight=[c, c, k, k], stride=1, padding=k // 2, timing="device (CUDA graph of 10 calls)", seconds=1.0,
+                  **({"memory_format": "channels_last"} if last else {}))
+             for n, c, size, k, last in ((64, 64, 56, 3, False), (64, 128, 28, 3, False), (64, 512, 7, 3, False),
+                                         (32, 128, 28, 3, True), (64, 256, 56, 1, False), (128, 256, 14, 3, True))]
+    rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]
+    start = dict(truth, convolution_layout_conversion=0.0)
+    start["efficiency"] = dict(truth["efficiency"], convolution=0.8)
+    fitted = part_fit._convolution_terms(start, rows, "convolution", lambda row: 0.0, conversion=True)
+    assert fitted["efficiency"] == pytest.approx(0.4, rel=0.05)
+    assert fitted["conversion"] == pytest.approx(3e-12, rel=0.05)
+    assert fitted["host"] == pytest.approx(0.0, abs=1e-6)
+
+
 @pytest.mark.parametrize("field, value", [("host_convolution_backward_overhead", -1e-6),
-                                          ("host_convolution_overhead", 1.0)])
+                                          ("host_convolution_overhead", 1.0),
+                                          ("convolution_layout_conversion", 1e-6)])
 def test_a_convolution_host_time_out_of_range_is_refused_by_name(field, value):
     with pytest.raises(ProfileError, match=field):
         load_profile(dict(part_fit._raw("h100-sxm"), **{field: value}))

@@ -80,9 +80,52 @@ def _gemm_shape(name: str, args: list, outputs: list) -> tuple[int, int, int, in
         if name == "aten::convolution" and not args[6]:  # an implicit GEMM: an output pixel a row
             weight, out, groups = args[1].shape, outputs[0].shape, int(args[8])
             return groups, out[0] * math.prod(out[2:]), weight[0] // groups, math.prod(weight[1:])
+        if name == "aten::convolution_backward" and not args[7]:
+            # its data and weight gradients: implicit GEMMs of the forward's size each (the same
+            # products, taken in another order), as many as its output mask asks for
+            weight, out, groups = args[2].shape, args[0].shape, int(args[9])
+            passes = sum(bool(m) for m in list(args[10])[:2]) if len(args) > 10 else 2
+            if passes:
+                return groups * passes, out[0] * math.prod(out[2:]), weight[0] // groups, math.prod(weight[1:])
     except (AttributeError, IndexError, TypeError, ValueError):
         pass
     return None
+
+
+def _layout_conversions(name: str, args: list, outputs: list) -> tuple[int, int] | None:
+    """(elements, kernels) a part's library converts between channels-first and channels-last for a
+    16-bit convolution laid out channels-first: cuDNN's tensor-core kernels run channels-last, so
+    it transposes each operand in and each result out, a kernel each (a forward: input and weight
+    in, output out; a backward's data gradient: output gradient and weight in, input gradient out;
+    its weight gradient: input and output gradient in, weight gradient out). A 1x1 convolution
+    with unit stride and no padding is a GEMM as it lies and converts nothing; nor does a
+    channels-last call. The profile says what an element's conversion costs (0: nothing)."""
+    try:
+        backward = "backward" in name
+        grad, x, weight = (args[0], args[1], args[2]) if backward else (outputs[0], args[0], args[1])
+        stride, padding, groups = (args[4], args[5], args[9]) if backward else (args[3], args[4], args[8])
+        if x.dim() < 4 or x.dtype not in (torch.bfloat16, torch.float16):
+            return None
+        channels_last = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        if x.is_contiguous(memory_format=channels_last) and not x.is_contiguous() \
+                or weight.is_contiguous(memory_format=channels_last) and not weight.is_contiguous():
+            return None
+        if all(k == 1 for k in weight.shape[2:]) and all(int(s) == 1 for s in stride) \
+                and all(int(p) == 0 for p in padding) and int(groups) == 1:
+            return None
+        passes = []  # (each pass's tensors: converted in, converted out)
+        if not backward:
+            passes.append((x, weight, grad))
+        else:
+            mask = list(args[10]) if len(args) > 10 else [True, True, False]
+            if mask[0]:
+                passes.append((grad, weight, x))  # (the input gradient has the input's shape)
+            if mask[1]:
+                passes.append((x, grad, weight))
+        elements = sum(t.numel() for tensors in passes for t in tensors)
+        return (elements, 3 * len(passes)) if elements else None
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
 
 
 def _unaligned_channels(name: str, args: list) -> bool:
@@ -156,6 +199,9 @@ def _install_flop_formulas() -> None:
                 described["convolution_backward"] = True
             if _unaligned_channels(name, args):
                 described["convolution_unaligned"] = True
+            conversions = _layout_conversions(name, args, outputs)
+            if conversions is not None:
+                described["layout_conversions"] = conversions
         return (counted, described) if described else counted
 
     _C._simclock_set_flop_formula(flops, sorted(by_name))

@@ -469,14 +469,26 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             before = efficiency.get("convolution_unaligned") or efficiency.get("convolution") or efficiency["matrix"]
             efficiency["convolution_unaligned"] = min(1.0, before / r)
             moved = max(moved, abs(math.log(r)))
+        # A part that launches asynchronously runs a backward's data- and weight-gradient kernels as
+        # the forward's implicit GEMMs, at the forward's rate: its forward + backward rows, timed
+        # around calls whose host time they overlap, fit the backward's host time alone. (A CPU's
+        # host and kernels add up, and its rows tell its backward's efficiency apart.)
         for direction, call in (("convolution", part_measure.CONV_F), ("convolution_backward", part_measure.CONV_FB)):
             rows_of = [row for row in aligned if normalised(row)["call"] == call]
-            fitted = _host_and_efficiency(profile, rows_of, direction, host_per_call, additive)
+            forward = direction == "convolution"
+            fitted = _convolution_terms(profile, rows_of, direction, host_per_call, additive,
+                                        efficiency=forward or additive, conversion=forward)
             if fitted is not None:
                 field = f"host_{direction}_overhead"
-                before = (profile.get(field, 0.0), efficiency.get(direction) or efficiency["matrix"])
-                profile[field], efficiency[direction] = fitted
-                moved = max(moved, abs(math.log(fitted[1] / before[1])), abs(fitted[0] - before[0]) / 1e-4)
+                before = (profile.get(field, 0.0), efficiency.get(direction) or efficiency["matrix"],
+                          profile.get("convolution_layout_conversion", 0.0))
+                profile[field], efficiency[direction] = fitted["host"], fitted["efficiency"]
+                if forward:
+                    profile["convolution_layout_conversion"] = fitted["conversion"]
+                    if not additive:
+                        efficiency["convolution_backward"] = fitted["efficiency"]
+                moved = max(moved, abs(math.log(fitted["efficiency"] / before[1])), abs(fitted["host"] - before[0]) / 1e-4,
+                            abs(fitted["conversion"] - before[2]) / 1e-11 if forward else 0.0)
         selected = by(lambda c: c["kind"] == "gemm" and c.get("tf32") is True)
         r = _ratio(priced(selected))
         if r:
@@ -490,7 +502,8 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
                  f"{efficiency.get('convolution_unaligned', 0):.3f}), host time a convolution call "
                  f"{profile.get('host_convolution_overhead', 0) * 1e6:.1f} us (backward "
                  f"{profile.get('host_convolution_backward_overhead', 0) * 1e6:.1f} us), "
-                 f"convolution floor {profile.get('convolution_floor', 0) * 1e6:.1f} us")
+                 f"convolution floor {profile.get('convolution_floor', 0) * 1e6:.1f} us, a channels-first element's "
+                 f"layout conversion {profile.get('convolution_layout_conversion', 0) * 1e12:.2f} ps")
     for cls, entry in sorted(profile.get("memory_classes", {}).items()):
         step = f", a row in a chain {entry['row_step'] * 1e9:.3f} ns" if entry.get("row_step") else ""
         notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us{step}")
@@ -617,49 +630,70 @@ def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict], chained: bo
 
 def _host_and_efficiency(profile: dict, rows: list[dict], direction: str, host_per_call,
                          fixed_time: bool = False) -> tuple[float, float] | None:
-    """A convolution direction's host time a call and efficiency together: each row's price split
-    into what the direction's compute takes (priced again at half the efficiency: the difference)
-    and the rest, then the least-squares (relative) fit of measured = host + rest + compute x
-    (base efficiency / efficiency). Wall-clock rows hold the host's launch already: there the host
-    time stays 0 and only the efficiency is fitted, unless `fixed_time` says the part's calls have
-    a fixed time of their own besides the launch (a CPU's: the rows' rest has the launch priced)."""
-    efficiency = profile["efficiency"]
-    base = efficiency.get(direction) or efficiency.get("convolution") or efficiency["matrix"]
+    """A convolution direction's host time a call and efficiency together (see _convolution_terms)."""
+    fitted = _convolution_terms(profile, rows, direction, host_per_call, fixed_time)
+    return None if fitted is None else (fitted["host"], fitted["efficiency"])
+
+
+def _convolution_terms(profile: dict, rows: list[dict], direction: str, host_per_call, fixed_time: bool = False, *,
+                       efficiency: bool = True, conversion: bool = False) -> dict | None:
+    """A convolution direction's host time a call, efficiency and (`conversion`) the time an element's
+    layout conversion takes, together: each row's price split into what the direction's compute
+    takes (priced again at half the efficiency: the difference), what its conversions take (priced
+    again at a unit an element: the difference) and the rest, then the least-squares (relative) fit
+    of measured = host + rest + compute x (base efficiency / efficiency) + converted elements x
+    conversion. Wall-clock rows hold the host's launch already: there the host time stays 0,
+    unless `fixed_time` says the part's calls have a fixed time of their own besides the launch (a
+    CPU's: the rows' rest has the launch priced). Without `efficiency`, the base's is kept."""
+    efficiencies = profile["efficiency"]
+    base = efficiencies.get(direction) or efficiencies.get("convolution") or efficiencies["matrix"]
     field = f"host_{direction}_overhead"
     trial = copy.deepcopy(profile)
     trial[field] = 0.0
     trial["efficiency"][direction] = base
+    trial["convolution_layout_conversion"] = 0.0 if conversion else profile.get("convolution_layout_conversion", 0.0)
     at_base = evaluate(rows, trial)
     trial["efficiency"][direction] = base / 2
     at_half = evaluate(rows, trial)
-    points = []  # (rest, compute at base, measured)
-    for a, b in zip(at_base, at_half):
-        if a["priced"] and b["priced"]:
+    trial["efficiency"][direction] = base
+    unit = 1e-12
+    at_unit = evaluate(rows, dict(trial, convolution_layout_conversion=unit)) if conversion else at_base
+    points = []  # (rest, {unknown: its coefficient}, measured)
+    for a, b, u in zip(at_base, at_half, at_unit):
+        if a["priced"] and b["priced"] and u["priced"]:
             compute = b["priced"] - a["priced"]
-            points.append((a["priced"] - compute, compute, a["row"]["seconds"]))
-    if not points or not any(k > 0 for _, k, _ in points):
+            coefficients = {"host": 1.0, "x": compute, "conversion": (u["priced"] - a["priced"]) / unit}
+            points.append((a["priced"] - compute, coefficients, a["row"]["seconds"]))
+    if not points or not any(k["x"] > 0 for _, k, _ in points):
         return None
-    with_host = len(points) >= 2 and (fixed_time or not any(host_per_call(r["row"]) for r in at_base))
+    unknowns = [name for name, wanted in (
+        ("host", len(points) >= 2 and (fixed_time or not any(host_per_call(r["row"]) for r in at_base))),
+        ("x", efficiency),
+        ("conversion", conversion and any(k["conversion"] > 0 for _, k, _ in points))) if wanted]
+    known = {"host": 0.0, "x": 1.0, "conversion": 0.0}
+    values = dict(known)
+    while unknowns:
+        values = dict(known, **_least_squares(points, unknowns, known))
+        # (a time cannot be negative, nor an efficiency pass the peak: that unknown is held at its bound)
+        bounded = [name for name in unknowns if values[name] < (base if name == "x" else 0.0)]
+        if not bounded:
+            break
+        for name in bounded:
+            known[name] = base if name == "x" else 0.0
+            unknowns.remove(name)
+        values = dict(known)
+    return dict(host=min(1e-2, max(0.0, values["host"])), efficiency=min(1.0, base / values["x"]),
+                conversion=min(1e-9, max(0.0, values["conversion"])))
 
-    def total(f):
-        return sum(f(c, k, m) / (m * m) for c, k, m in points)
-    x = None
-    if with_host:
-        a11, a12, a22 = total(lambda c, k, m: 1.0), total(lambda c, k, m: k), total(lambda c, k, m: k * k)
-        b1, b2 = total(lambda c, k, m: m - c), total(lambda c, k, m: k * (m - c))
-        det = a11 * a22 - a12 * a12
-        if det > 0:
-            host, x = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
-            if host < 0:
-                x = None
-    if x is None:  # (no host time: the compute's scale alone)
-        host = 0.0
-        x = total(lambda c, k, m: k * (m - c)) / total(lambda c, k, m: k * k)
-    if x < base:  # (past the peak: the efficiency is capped, the host takes the rest)
-        x = base
-        if with_host:
-            host = max(0.0, total(lambda c, k, m: m - c - k * x) / total(lambda c, k, m: 1.0))
-    return min(1e-2, max(0.0, host)), min(1.0, base / x)
+
+def _least_squares(points, unknowns: list[str], known: dict) -> dict:
+    """The unknowns that least-squares (relative to each row's measured time) fit measured = rest +
+    the sum of coefficient x value over every term, the known ones at their values."""
+    a = torch.tensor([[k[name] / m for name in unknowns] for _, k, m in points], dtype=torch.float64)
+    b = torch.tensor([(m - rest - sum(k[name] * known[name] for name in known if name not in unknowns)) / m
+                      for rest, k, m in points], dtype=torch.float64)
+    solution = torch.linalg.lstsq(a, b.unsqueeze(1), driver="gelsd").solution.squeeze(1)
+    return {name: float(v) for name, v in zip(unknowns, solution)}
 
 
 def _unaligned(row: dict) -> bool:

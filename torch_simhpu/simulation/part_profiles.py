@@ -159,6 +159,13 @@ def _validated(data: dict, where: str) -> dict:
     out["convolution_floor"] = positive(data.get("convolution_floor", 0), "convolution_floor")
     if out["convolution_floor"] > 1e-2:
         raise problem("convolution_floor", f"seconds, <= 1e-2, got {out['convolution_floor']!r}")
+    # optional: what an element of a channels-first 16-bit convolution's tensors takes to convert to and
+    # from the channels-last layout the part's library's kernels run (cuDNN's tensor-core kernels)
+    out["convolution_layout_conversion"] = positive(data.get("convolution_layout_conversion", 0),
+                                                    "convolution_layout_conversion")
+    if out["convolution_layout_conversion"] > 1e-9:
+        raise problem("convolution_layout_conversion",
+                      f"seconds an element, <= 1e-9, got {out['convolution_layout_conversion']!r}")
     # optional: a part whose host runs each kernel before its next operator (a CPU is its own host)
     out["synchronous_launches"] = data.get("synchronous_launches", False)
     if not isinstance(out["synchronous_launches"], bool):
