@@ -45,10 +45,11 @@ void add_tensor(TensorTotals& totals, const DeviceTensor& t) {
 // wave a whole wave (NVIDIA's "Matrix Multiplication Background" guide: tile and
 // wave quantisation); splitting K over several units fills a part a few tiles
 // would leave idle, at the price of writing and reading back float32 partial sums.
-// A unit writes its tile's outputs after the tile's K loop, at its share of the
-// memory bandwidth, before it starts its next tile, and each tile starts by
-// filling its operand pipeline (the profile's tile_overhead): both are part of
-// each wave, and dominate a GEMM with a short K.
+// Each tile starts by filling its operand pipeline (the profile's tile_overhead),
+// and a unit writes a tile's outputs at its share of the memory bandwidth while
+// its next tile's K loop runs (Hopper's persistent, warp-specialised GEMMs store
+// one tile's results as they load the next's operands): a wave takes the longer
+// of the two, and only the last wave's writes follow its K loop.
 struct Roofline {
   double compute, memory;
 };
@@ -72,9 +73,10 @@ std::optional<Roofline> gemm_roofline(const LaunchWork& cost, const DeviceProfil
       const double waves = std::ceil(tiles * split / p.matrix_units);
       const double k_each = std::ceil(k / split);
       const double partial_sums = split > 1 ? 2.0 * split * outputs * sizeof(float) : 0.0;
-      const double tile_seconds = p.matrix_tile_overhead + 2.0 * tile.m * tile.n * k_each / unit_rate +
-                                  tile.m * tile.n * output_size / (memory_rate / p.matrix_units);
-      const Roofline candidate{waves * tile_seconds, (cost.bytes + partial_sums) / memory_rate};
+      const double k_loop = 2.0 * tile.m * tile.n * k_each / unit_rate;
+      const double writes = tile.m * tile.n * output_size / (memory_rate / p.matrix_units);
+      const double compute = waves * (p.matrix_tile_overhead + std::max(k_loop, writes)) + writes;
+      const Roofline candidate{compute, (cost.bytes + partial_sums) / memory_rate};
       if (!best || std::max(candidate.compute, candidate.memory) < std::max(best->compute, best->memory)) {
         best = candidate;
       }

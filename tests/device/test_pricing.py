@@ -108,14 +108,26 @@ def gemm_seconds(fn, *shapes):
 EPILOGUE = 128 * 128 * 4 / (1e16 * 0.5 / 4)  # a unit writes its float32 tile at its share of the memory
 
 
-def one_wave(k):  # four 128 x 128 tiles of depth k, each unit's outputs written after its K loop
-    return 4 * 2 * 128 * 128 * k / MATRIX + EPILOGUE + 1 * US
+def waves(count, k):
+    """`count` waves of four 128 x 128 tiles of depth k, each running its K loop while the wave
+    before it writes its outputs (the last wave's writes follow it), and the launch's 1 us."""
+    return count * max(4 * 2 * 128 * 128 * k / MATRIX, EPILOGUE) + EPILOGUE + 1 * US
+
+
+def one_wave(k):
+    return waves(1, k)
 
 
 def test_a_gemm_is_priced_by_its_waves_of_output_tiles():
     assert gemm_seconds(torch.mm, (256, 1024), (1024, 256)) == pytest.approx(one_wave(1024), rel=1e-9)  # 4 tiles
     # 6 tiles: a second wave with two of its four units idle, for 1.5x the FLOPs
-    assert gemm_seconds(torch.mm, (384, 1024), (1024, 256)) == pytest.approx(2 * one_wave(1024) - 1 * US, rel=1e-9)
+    assert gemm_seconds(torch.mm, (384, 1024), (1024, 256)) == pytest.approx(waves(2, 1024), rel=1e-9)
+    # a short K on a slower memory: a wave takes as long as its tiles' writes, which its K loop no
+    # longer hides (a tile's float32 outputs at a quarter of 0.5 x 5.24 TB/s: 100 ns; its K loop 21 ns)
+    slow = {**UNITS, "memory_bandwidth": 128 * 128 * 4 * 8 / 100e-9}
+    a, b = torch.empty(512, 8, device="meta"), torch.empty(8, 256, device="meta")
+    assert torch.simhpu.price(torch.mm, a, b, profile=slow).seconds == pytest.approx(
+        2 * 100e-9 + 100e-9 + 1 * US, rel=1e-9)
     # a row past a tile costs a whole tile: 2 tiles, in one wave
     assert gemm_seconds(torch.mm, (129, 1024), (1024, 128)) == pytest.approx(one_wave(1024), rel=1e-9)
     assert gemm_seconds(torch.bmm, (3, 128, 512), (3, 512, 128)) == pytest.approx(one_wave(512), rel=1e-9)
