@@ -1,6 +1,7 @@
 """Simulated time priced as the part runs it (issue 54): the part's libraries' choices (SDPA's
 backend, TF32, memory classes, multi-tensor apply), one compute for a part family, operators
 phantom execution used to refuse, and the profile_part pipeline."""
+import copy
 import json
 import math
 import subprocess
@@ -915,6 +916,32 @@ def test_a_family_fit_tells_a_classs_traffic_from_its_units_rate():
     fitted = start["memory_classes"]["norm"]
     assert fitted["traffic"] == pytest.approx(1.3, rel=0.06)
     assert fitted["rate"] == pytest.approx(3e12, rel=0.06)
+
+
+def test_a_class_only_one_part_timed_at_more_passes_than_its_kernels_make_is_bound_by_the_units_the_family_shares():
+    # (a channels-first batch norm or a max-pool took as long on the H200 as on the H100 in both parts'
+    # step profiles; only the H100 timed their calls, at 6x and 2.7x their bytes' one pass: a traffic no
+    # kernel of theirs makes. The family keeps such a class's time on the part that timed it.)
+    def batch_norm():
+        x = torch.empty(32, 64, 56, 56, device="simhpu", dtype=torch.bfloat16)
+        return lambda: F.batch_norm(x, None, None, training=True)
+
+    def add():
+        x = torch.empty(1 << 24, device="simhpu")
+        return lambda: x + x
+    base = part("h100-sxm")
+    classes = dict(base["memory_classes"], batch_norm={"traffic": 6.0, "row_step": 0.0},
+                   reduction={"traffic": 1.5, "floor": 0.0})
+    fitted = dict(base, memory_classes=copy.deepcopy(classes))
+    notes = part_fit.fit_family(fitted, [], [], _faster_memory)  # (neither part timed either class)
+    assert fitted["memory_classes"]["batch_norm"]["traffic"] == 1.0 and fitted["memory_classes"]["batch_norm"]["rate"] > 0
+    assert any("class batch_norm: units' rate" in note for note in notes)
+    assert fitted["memory_classes"]["reduction"] == classes["reduction"]  # (1.5 passes: the memory's still)
+    before = dict(base, memory_classes=classes)
+    assert device_seconds(batch_norm, fitted) == pytest.approx(device_seconds(batch_norm, before), rel=1e-6)
+    assert device_seconds(batch_norm, _faster_memory(fitted)) == pytest.approx(device_seconds(batch_norm, fitted), rel=1e-6)
+    assert device_seconds(batch_norm, _faster_memory(before)) < 0.8 * device_seconds(batch_norm, before)
+    assert device_seconds(add, _faster_memory(fitted)) < 0.8 * device_seconds(add, fitted)
 
 
 def test_the_cpu_as_a_part_keeps_the_memory_it_freed_as_a_caching_allocator_does(tmp_path):

@@ -530,6 +530,7 @@ def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member)
     measured = rest + max(traffic x bytes' time, bytes / rate). A rate is kept only where it
     explains the rows markedly better than traffic alone."""
     notes = []
+    seen = set()  # (the classes both parts timed)
     classes = profile.setdefault("memory_classes", {})
     for cls in sorted((set(CALL_CLASS.values()) | set(SHAPED_CLASSES)) - {"elementwise"} - set(CHAINED_CLASSES)):
         points = []  # (rest, bytes' time at traffic 1, bytes, measured)
@@ -549,6 +550,8 @@ def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member)
                     points.append((a["priced"] - memory, memory, memory * bandwidth, a["row"]["seconds"]))
                     counted = True
             parts += counted
+        if parts == 2:
+            seen.add(cls)
         if len(points) < 3 or parts < 2:
             continue
 
@@ -567,6 +570,30 @@ def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member)
         else:
             entry["traffic"], entry["rate"] = traffic_alone, 0.0
             notes.append(f"class {cls}: traffic {traffic_alone:.2f}x, bound by memory ({len(points)} rows on two parts)")
+    notes += _units_bound_where_unseen(profile, seen)
+    return notes
+
+
+# A class whose kernels take more passes over their bytes than this, on the one part that timed it,
+# is bound by something else than the memory.
+_MOST_PASSES = 2.0
+
+
+def _units_bound_where_unseen(profile: dict, seen: set[str]) -> list[str]:
+    """Classes only one part of the family timed cannot be told memory- or units-bound by their rows;
+    one whose fitted traffic is more passes over its bytes than its kernels make (a channels-first
+    batch norm at 6x, max-pool's backward at 6x) is bound by the units the die shares: it keeps its
+    time on the fitted part as a units' rate (its traffic held at one pass), which a family member
+    with faster memory shares rather than outruns."""
+    notes = []
+    bandwidth = profile["memory_bandwidth"] * profile["efficiency"]["memory"]
+    for cls, entry in sorted(profile.get("memory_classes", {}).items()):
+        traffic = entry.get("traffic", 1.0)
+        if cls in seen or entry.get("rate") or traffic <= _MOST_PASSES or cls in ("multi_tensor", "fused_optimizer"):
+            continue
+        entry["rate"], entry["traffic"] = bandwidth / traffic, 1.0
+        notes.append(f"class {cls}: units' rate {entry['rate'] / 1e12:.2f} TB/s (traffic {traffic:.2f}x on one part's "
+                     "rows: more passes than its kernels make)")
     return notes
 
 
