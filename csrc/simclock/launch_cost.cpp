@@ -155,21 +155,6 @@ bool reads_across_strides(const LaunchRecord& record) {
   return false;
 }
 
-// What a row-wise kernel's operator copies first on a part: each strided tensor it
-// reads (broadcasts aside), made contiguous (see KernelTraits).
-bool takes_rows_contiguous(MemoryClass c) {
-  return c == MemoryClass::Norm || c == MemoryClass::NormBackward || c == MemoryClass::Softmax ||
-         c == MemoryClass::SoftmaxInRegisters || c == MemoryClass::SoftmaxBackward;
-}
-void note_contiguous_copies(KernelTraits& traits, const LaunchRecord& record) {
-  for (const KernelArg& arg : record.args) {
-    const auto* t = std::get_if<DeviceTensor>(&arg);
-    if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->dim() < 2 || t->is_contiguous()) continue;
-    if (t->storage_slot >= 0 && record.may_write(static_cast<size_t>(t->storage_slot))) continue;
-    if (std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;
-    traits.contiguous_copy_elements += t->numel();
-  }
-}
 
 // The elements of an elementwise kernel's operands laid out in another order than
 // its output (its first written tensor), broadcasts aside (see KernelTraits).
@@ -396,6 +381,22 @@ double log2_ceil(int n) {
 
 } // namespace
 
+ContiguousCopies copies_made_contiguous(MemoryClass c, const LaunchRecord& record) {
+  const bool row_wise = c == MemoryClass::Norm || c == MemoryClass::NormBackward || c == MemoryClass::Softmax ||
+                        c == MemoryClass::SoftmaxInRegisters || c == MemoryClass::SoftmaxBackward;
+  ContiguousCopies copies;
+  if (!row_wise) return copies;
+  for (const KernelArg& arg : record.args) {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->dim() < 2 || t->is_contiguous()) continue;
+    if (t->storage_slot >= 0 && record.may_write(static_cast<size_t>(t->storage_slot))) continue;
+    if (std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;
+    copies.elements += t->numel();
+    ++copies.count;
+  }
+  return copies;
+}
+
 int64_t multi_tensor_kernels(const std::vector<int64_t>& numels, int depth, const MultiTensorApply& mta) {
   if (numels.empty() || mta.tensors.empty()) return 1;
   const size_t at = static_cast<size_t>(std::clamp(depth, 1, static_cast<int>(mta.tensors.size())) - 1);
@@ -469,7 +470,7 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
       }
     }
   }
-  if (takes_rows_contiguous(traits.memory_class)) note_contiguous_copies(traits, record);
+  traits.contiguous_copy_elements = copies_made_contiguous(traits.memory_class, record).elements;
   const bool elementwise = traits.memory_class == MemoryClass::Elementwise ||
                            traits.memory_class == MemoryClass::Transcendental ||
                            traits.memory_class == MemoryClass::Special;

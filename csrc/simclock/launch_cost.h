@@ -20,6 +20,16 @@ enum class Bound : uint8_t { Compute, Memory, Latency, HostLink, Fabric, None };
 void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRecord& record,
                           const DeviceProfile& profile);
 
+// What a row-wise kernel's operator (a norm, a softmax, forward or backward) copies
+// first on a part: PyTorch's CUDA kernels take their rows contiguous, so each
+// strided tensor it reads (broadcasts aside) is made contiguous by a copy of its
+// own, an operator and a kernel the host launches (see KernelTraits).
+struct ContiguousCopies {
+  int64_t elements = 0;
+  int count = 0;
+};
+ContiguousCopies copies_made_contiguous(MemoryClass c, const LaunchRecord& record);
+
 // The kernels CUDA's multi-tensor apply launches for `depth` lists of tensors of
 // these sizes (elements): a launch is full at the profile's most tensors for that
 // depth or its most chunks.

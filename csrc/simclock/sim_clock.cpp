@@ -478,6 +478,10 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
     return;  // a cluster's launches were timed as they were collected; an argument is no launch on the part
   }
   if (launches_a_kernel) s.host += s.profile->host_launch_overhead;
+  // (the part's operator makes a strided operand contiguous first: an operator and a launch more)
+  if (const int copies = copies_made_contiguous(traits.memory_class, record).count; copies > 0) {
+    s.host += copies * (s.profile->host_op_overhead + s.profile->host_launch_overhead);
+  }
   if (traits.convolution) {
     s.host += traits.convolution_backward ? s.profile->host_convolution_backward_overhead
                                           : s.profile->host_convolution_overhead;

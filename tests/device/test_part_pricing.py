@@ -165,6 +165,13 @@ def test_a_norm_of_a_strided_input_is_priced_with_the_copy_its_part_makes_first(
     # cost an H100 a 79 us copy kernel before each of its 25 norms, forward and backward)
     assert device_seconds(layer_norm(True)) == pytest.approx(device_seconds(layer_norm(False)) + device_seconds(copy),
                                                              rel=0.02)
+    # ... and its host launches that copy, an operator of its own (the part's ViT step ran 50 such
+    # copy kernels more than its BERT step, whose blocks are the same)
+    profile = part("h100-sxm")
+    _, contiguous_host = _launches(layer_norm(False), profile)
+    _, strided_host = _launches(layer_norm(True), profile)
+    assert strided_host - contiguous_host == pytest.approx(profile["host_op_overhead"] + profile["host_launch_overhead"],
+                                                           rel=0.02)
 
 
 def test_a_reduction_reads_its_input_once():
