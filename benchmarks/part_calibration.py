@@ -54,6 +54,10 @@ HELD_OUT = {"another H100 SXM (other shapes, steps)": (HERE / "measurements" / "
             "a third H100 SXM (2026-11-28)": (HOST_MACHINE, "h100-sxm"),
             "a second H200 (2026-11-28)": (HERE / "measurements" / "h200-2026-11-28.json", "h200")}
 PROFILE = ROOT / "torch_simhpu" / "simulation" / "profiles" / "h100-sxm.json"
+# The same machines' steps timed again, by benchmarks/step_kernels.py (its wall clock: a second
+# measurement of each step on its machine, minutes after the first)
+STEPS_AGAIN = {HOST_MACHINE: HERE / "measurements" / "step-kernels-h100-sxm-2026-11-28.json",
+               HERE / "measurements" / "h200-2026-11-28.json": HERE / "measurements" / "step-kernels-h200-2026-11-28.json"}
 
 
 def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
@@ -175,7 +179,23 @@ def main(argv=None) -> int:
             results = part_fit.evaluate(steps, own_host)
             print_table(f"held out: {title}, steps on their own host's rows", table(results), args.markdown)
             print_rows(results)
+            if path in STEPS_AGAIN:
+                print_steps_again(results, json.loads(STEPS_AGAIN[path].read_text()), args.markdown)
     return 0
+
+
+def print_steps_again(results: list[dict], again: dict, markdown: bool) -> None:
+    """Each step's price on its own host's rows against both times its machine took for it: the
+    spread between the two is the machine's, which no price can be closer than."""
+    walls = {step["model"]: step["wall_seconds"] for step in again["steps"] if "wall_seconds" in step}
+    print(("\n" if markdown else "") + "  the same steps timed again on that machine (benchmarks/step_kernels.py):")
+    for r in results:
+        model = r["case"].get("model")
+        if model not in walls or r["priced"] is None:
+            continue
+        first, second = r["row"]["seconds"], walls[model]
+        print(f"    {model:<7} timed {first * 1e3:7.3f} and {second * 1e3:7.3f} ms, priced {r['priced'] * 1e3:7.3f} ms: "
+              f"{(r['priced'] / first - 1) * 100:+6.1f} % and {(r['priced'] / second - 1) * 100:+6.1f} %")
 
 
 def profile_text(profile: dict) -> str:
