@@ -77,10 +77,9 @@ def host_rows(rows: list[dict]) -> list[dict]:
 
 
 def with_host_of(profile: dict, rows: list[dict]) -> dict:
-    """`profile` with the host constants `rows`' host rows set (the rest as it is)."""
+    """`profile` with the host of the machine whose rows these are (part_fit.with_host_of)."""
     from torch_simhpu.simulation import part_fit
-    fitted, _ = part_fit.fit(host_rows(rows), json.loads(json.dumps(profile)), log=lambda *_: None)
-    return fitted
+    return part_fit.with_host_of(profile, host_rows(rows))
 
 
 def fitted_profile(rows: list[dict], log=print) -> tuple[dict, list[str], list[dict], list[dict]]:

@@ -951,6 +951,25 @@ def test_a_class_only_one_part_timed_at_more_passes_than_its_kernels_make_is_bou
     assert device_seconds(add, _faster_memory(fitted)) < 0.8 * device_seconds(add, fitted)
 
 
+def test_another_machines_host_scales_what_its_host_rows_do_not_time():
+    # (a launch row timed on a host half as fast: its dispatch and launch fitted on it, and the host
+    # time no row times, a line of Python and cuDNN's per-call work, taken as half as fast alike)
+    base = dict(part("h100-sxm"), host_python_line=1e-6, host_autograd_overhead=20e-6, host_optimizer_overhead=1e-6,
+                host_convolution_overhead=10e-6, host_convolution_backward_overhead=100e-6)
+    per_launch = base["host_op_overhead"] + base["host_launch_overhead"]
+    row = dict(kind="launch", call=part_measure.LAUNCH_HOST, seconds=2 * per_launch, timing="host wall clock")
+    slower = part_fit.with_host_of(base, [row])
+    assert slower["host_op_overhead"] + slower["host_launch_overhead"] == pytest.approx(2 * per_launch, rel=1e-9)
+    for field in part_fit.HOST_BESIDES_LAUNCH:
+        assert slower[field] == pytest.approx(2 * base[field], rel=1e-9), field
+    assert base["host_python_line"] == 1e-6  # (the profile given is left as it was)
+    # a constant the machine's rows do time is theirs, not scaled
+    autograd_row = part_fit.evaluate([dict(kind="launch", call=part_measure.AUTOGRAD_HOST, ops=16, seconds=1.0)],
+                                     part_fit.check(dict(slower, host_autograd_overhead=70e-6)))[0]
+    timed = part_fit.with_host_of(base, [row, dict(autograd_row["case"], seconds=autograd_row["priced"])])
+    assert timed["host_autograd_overhead"] == pytest.approx(70e-6, rel=0.05)
+
+
 def test_the_cpu_as_a_part_keeps_the_memory_it_freed_as_a_caching_allocator_does(tmp_path):
     """A step's activations live to its backward and are freed at its end: with the heap kept, their pages stay
     mapped for the next step, as a device's caching allocator keeps its blocks (with glibc's own thresholds the

@@ -347,6 +347,28 @@ def _fit_host_shares(profile: dict, rows: list[dict], notes: list[str]) -> None:
             notes.append(f"host time of {label} besides its operators: {values[field] * 1e6:.3f} us")
 
 
+# The host's constants besides its time per eager launch: a machine whose host launches slower runs
+# these slower alike, where none of its rows times them (part_measure.HOST_CALLS time some of them;
+# cuDNN's per-call host work only a convolution's rows do).
+HOST_BESIDES_LAUNCH = ("host_python_line", "host_autograd_overhead", "host_optimizer_overhead",
+                       "host_convolution_overhead", "host_convolution_backward_overhead")
+
+
+def with_host_of(profile: dict, host_rows: list[dict]) -> dict:
+    """`profile` with another machine's host: the constants its host rows time fitted on them, and
+    those none times scaled by its time per eager launch against `profile`'s."""
+    launches, _ = fit(host_rows, copy.deepcopy(profile), log=lambda *_: None)
+    timed = {_HOST_SHARES[row["call"]][0] for row in host_rows if row["call"] in _HOST_SHARES}
+    per_launch = lambda p: p["host_op_overhead"] + p["host_launch_overhead"]  # noqa: E731
+    scaled = copy.deepcopy(profile)
+    for field in HOST_BESIDES_LAUNCH:
+        if field not in timed:
+            scaled[field] = profile.get(field, 0.0) * per_launch(launches) / per_launch(profile)
+    # (the timed ones fitted again beside the others at the machine's speed: each row runs some of all)
+    fitted, _ = fit(host_rows, scaled, log=lambda *_: None)
+    return fitted
+
+
 def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tuple[dict, list[str]]:
     """A profile (a dict in the JSON's shape) with `base`'s fields and the constants the rows set,
     and the list of what was fitted on what."""
