@@ -155,7 +155,6 @@ bool reads_across_strides(const LaunchRecord& record) {
   return false;
 }
 
-
 // The elements of an elementwise kernel's operands laid out in another order than
 // its output (its first written tensor), broadcasts aside (see KernelTraits).
 int64_t elements_read_across_strides(const LaunchRecord& record) {

@@ -795,9 +795,9 @@ def test_a_convolutions_host_time_and_efficiency_are_fitted_together():
     rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]
     start = dict(truth, host_convolution_overhead=0.0)
     start["efficiency"] = dict(truth["efficiency"], convolution=0.6)
-    host, efficiency = part_fit._host_and_efficiency(start, rows, "convolution", lambda row: 0.0)
-    assert host == pytest.approx(50e-6, rel=0.05)
-    assert efficiency == pytest.approx(0.3, rel=0.05)
+    fitted = part_fit._convolution_terms(start, rows, "convolution", lambda row: 0.0)
+    assert fitted["host"] == pytest.approx(50e-6, rel=0.05)
+    assert fitted["efficiency"] == pytest.approx(0.3, rel=0.05)
 
 
 def _cpu_rows(truth: dict, cases: list[dict]) -> list[dict]:

@@ -84,12 +84,18 @@ def _gemm_shape(name: str, args: list, outputs: list) -> tuple[int, int, int, in
             # its data and weight gradients: implicit GEMMs of the forward's size each (the same
             # products, taken in another order), as many as its output mask asks for
             weight, out, groups = args[2].shape, args[0].shape, int(args[9])
-            passes = sum(bool(m) for m in list(args[10])[:2]) if len(args) > 10 else 2
+            passes = sum(_gradients_asked(args))
             if passes:
                 return groups * passes, out[0] * math.prod(out[2:]), weight[0] // groups, math.prod(weight[1:])
     except (AttributeError, IndexError, TypeError, ValueError):
         pass
     return None
+
+
+def _gradients_asked(args: list) -> tuple[bool, bool]:
+    """A convolution backward's output mask: whether it computes (the input's, the weight's) gradient."""
+    mask = list(args[10]) if len(args) > 10 else [True, True]
+    return bool(mask[0]), bool(mask[1])
 
 
 def _layout_conversions(name: str, args: list, outputs: list) -> tuple[int, int] | None:
@@ -102,7 +108,8 @@ def _layout_conversions(name: str, args: list, outputs: list) -> tuple[int, int]
     channels-last call. The profile says what an element's conversion costs (0: nothing)."""
     try:
         backward = "backward" in name
-        grad, x, weight = (args[0], args[1], args[2]) if backward else (outputs[0], args[0], args[1])
+        # (y: a forward's output, a backward's output gradient; both have the output's shape)
+        y, x, weight = (args[0], args[1], args[2]) if backward else (outputs[0], args[0], args[1])
         stride, padding, groups = (args[4], args[5], args[9]) if backward else (args[3], args[4], args[8])
         if x.dim() < 4 or x.dtype not in (torch.bfloat16, torch.float16):
             return None
@@ -115,13 +122,13 @@ def _layout_conversions(name: str, args: list, outputs: list) -> tuple[int, int]
             return None
         passes = []  # (each pass's tensors: converted in, converted out)
         if not backward:
-            passes.append((x, weight, grad))
+            passes.append((x, weight, y))
         else:
-            mask = list(args[10]) if len(args) > 10 else [True, True, False]
-            if mask[0]:
-                passes.append((grad, weight, x))  # (the input gradient has the input's shape)
-            if mask[1]:
-                passes.append((x, grad, weight))
+            data_gradient, weight_gradient = _gradients_asked(args)
+            if data_gradient:
+                passes.append((y, weight, x))  # (the input gradient has the input's shape)
+            if weight_gradient:
+                passes.append((x, y, weight))
         elements = sum(t.numel() for tensors in passes for t in tensors)
         return (elements, 3 * len(passes)) if elements else None
     except (AttributeError, IndexError, TypeError, ValueError):

@@ -609,9 +609,12 @@ def _units_bound_where_unseen(profile: dict, seen: set[str]) -> list[str]:
     with faster memory shares rather than outruns."""
     notes = []
     bandwidth = profile["memory_bandwidth"] * profile["efficiency"]["memory"]
+    # (an optimizer's classes count every state a step reads and writes as its bytes, and their
+    # fitted traffic is its kernels' tails over many small tensors, not passes: left as fitted)
+    optimizers = ("multi_tensor", "fused_optimizer")
     for cls, entry in sorted(profile.get("memory_classes", {}).items()):
         traffic = entry.get("traffic", 1.0)
-        if cls in seen or entry.get("rate") or traffic <= _MOST_PASSES or cls in ("multi_tensor", "fused_optimizer"):
+        if cls in seen or cls in optimizers or entry.get("rate") or traffic <= _MOST_PASSES:
             continue
         entry["rate"], entry["traffic"] = bandwidth / traffic, 1.0
         notes.append(f"class {cls}: units' rate {entry['rate'] / 1e12:.2f} TB/s (traffic {traffic:.2f}x on one part's "
@@ -675,13 +678,6 @@ def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict], chained: bo
     row_step = profile.get("memory_classes", {}).get(cls, {}).get("row_step", 0.0)
     traffic = weighted(lambda r, m, n, t: m * (t - r - n * row_step)) / a11 if a11 > 0 else 1.0
     return min(_MOST_TRAFFIC, max(0.25, traffic)), row_step
-
-
-def _host_and_efficiency(profile: dict, rows: list[dict], direction: str, host_per_call,
-                         fixed_time: bool = False) -> tuple[float, float] | None:
-    """A convolution direction's host time a call and efficiency together (see _convolution_terms)."""
-    fitted = _convolution_terms(profile, rows, direction, host_per_call, fixed_time)
-    return None if fitted is None else (fitted["host"], fitted["efficiency"])
 
 
 def _convolution_terms(profile: dict, rows: list[dict], direction: str, host_per_call, fixed_time: bool = False, *,
