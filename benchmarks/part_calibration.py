@@ -8,7 +8,9 @@ The calibration set is ../shared/measurements/h100-sxm-2026-11-27.json (186 call
 real H100 SXM, torch 2.11 + CUDA 13) with benchmarks/measurements/h100-sxm-2026-11-28-vision.json
 (39 calls on another H100: batch norm, pooling, column sums, float32 layer norms, convolutions
 with three input channels or channels_last, attention at 128-256 keys; none at a training
-step's shapes). torch_simhpu.simulation.part_fit splits it: within each group of alike rows, every other
+step's shapes) and, for PyTorch's generic elementwise kernel (a broadcast operand), the four such
+calls the third H100's steps ran (strided_rows: their kernels' own times in
+step-kernels-h100-sxm-2026-11-28.json; the second H200's are held out). torch_simhpu.simulation.part_fit splits it: within each group of alike rows, every other
 size is held out. The constants of h100-sxm (memory and matrix
 efficiencies, the memory classes' traffic and floors, each attention backend's curves, TF32,
 convolutions, the host link, launch costs, multi-tensor apply's kernels) are fitted on the rest
@@ -66,7 +68,37 @@ def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
                          "beside the checkout)")
     rows = json.loads(path.read_text())["rows"]
     if path == CALIBRATION:
-        rows += json.loads(CALIBRATION_EXTRA.read_text())["rows"]
+        rows += json.loads(CALIBRATION_EXTRA.read_text())["rows"] + strided_rows(STEPS_AGAIN[HOST_MACHINE])
+    return rows
+
+
+_GENERIC_KERNEL = "void at::native::elementwise_kernel<128, "
+
+
+def strided_rows(path: Path) -> list[dict]:
+    """The calls of a step-kernels file (benchmarks/step_kernels.py) that are part_measure's strided
+    elementwise calls, as rows: an add or a multiply whose second operand's shape broadcasts to the
+    first's, every kernel of which was PyTorch's generic elementwise kernel without casts. Its
+    template's unroll says its elements' width (2 for four-byte elements, 4 for two-byte ones: the
+    steps' autocast runs bfloat16); the time is the kernels' own, a call."""
+    from torch_simhpu.simulation import part_measure
+    calls = {"aten::add": part_measure.STRIDED_ELEMENTWISE[0], "aten::mul": part_measure.STRIDED_ELEMENTWISE[1]}
+    rows = []
+    for step in json.loads(path.read_text())["steps"]:
+        for op in step["operators"]:
+            kernels = list(op["kernels"])
+            if op["op"] not in calls or len(op["shapes"]) < 2 or not kernels:
+                continue
+            if not all(k.startswith(_GENERIC_KERNEL) and "gpu_kernel_impl_nocast" in k for k in kernels):
+                continue
+            x, y = op["shapes"][:2]
+            broadcast = 0 < len(y) <= len(x) and y != x and all(b in (1, a) for a, b in zip(x[::-1], y[::-1]))
+            unroll = {kernel[len(_GENERIC_KERNEL):].split(",")[0] for kernel in kernels}
+            if not broadcast or unroll - {"2", "4"} or len(unroll) != 1:
+                continue
+            rows.append(dict(kind="memory-bound", call=calls[op["op"]], dtype="float32" if unroll == {"2"} else "bfloat16",
+                             shape=x, other=y, seconds=op["device_us"] * 1e-6 / op["calls"],
+                             timing=f"kernels: the part's own time for them in the {step['model']} step ({path.name})"))
     return rows
 
 
@@ -162,6 +194,11 @@ def main(argv=None) -> int:
         profile["sources"] = [source, *(s for s in profile["sources"] if not s.startswith("Fitted by benchmarks/part_"))]
         PROFILE.write_text(profile_text(profile))
         print(f"wrote {PROFILE}")
+    strided = part_fit.evaluate(strided_rows(STEPS_AGAIN[HELD_OUT["a second H200 (2026-11-28)"][0]]),
+                                _family_member(profile, "h200"))
+    print_table("held out: the second H200's strided elementwise calls in its steps (priced by h200)",
+                table(strided), args.markdown)
+    print_rows(strided, kinds=("memory-bound",))
     for title, (path, name) in HELD_OUT.items():
         measured = json.loads(path.read_text())
         # the fitted constants apply to the family: the H200 inherits them (from the fitted profile, not

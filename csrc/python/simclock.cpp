@@ -47,6 +47,7 @@ DeviceProfile profile_of(const py::dict& d) {
   p.host_convolution_backward_overhead = d["host_convolution_backward_overhead"].cast<double>();
   p.convolution_floor = d["convolution_floor"].cast<double>();
   p.convolution_layout_conversion = d["convolution_layout_conversion"].cast<double>();
+  p.strided_elementwise = d["strided_elementwise"].cast<double>();
   const auto host_link = d["host_link"].cast<py::dict>();
   p.host_link = link_of(host_link);
   p.pageable_bandwidth = host_link["pageable_bandwidth"].cast<double>();

@@ -151,6 +151,10 @@ struct DeviceProfile {
   // convert to and from the channels-last layout the part's library's kernels run (0: its kernels
   // run the layout they are given).
   double convolution_layout_conversion = 0;
+  // Seconds PyTorch's generic elementwise kernel takes an operand's offset (an element of each
+  // operand), where its operands do not all lie as its output does: that index arithmetic, not
+  // its bytes, bounds it (0: its bytes alone; see KernelTraits::offsets_computed).
+  double strided_elementwise = 0;
 };
 
 } // namespace simhpu::simclock

@@ -68,6 +68,11 @@ struct KernelTraits {
   // laid out in another order than the output (TensorIterator walks the output's
   // order, so those reads do not coalesce, as a transposing copy's do not).
   int64_t elements_read_across_strides = 0;
+  // Operands' offsets an elementwise kernel computes from each element's index (elements x
+  // operands): PyTorch's TensorIterator takes its vectorised kernel only when every operand lies
+  // as its dense output does; a broadcast operand or a strided view sends it to its generic
+  // kernel, whose index arithmetic, not its bytes, then bounds it (0: vectorised).
+  int64_t offsets_computed = 0;
 };
 
 } // namespace simhpu::simclock

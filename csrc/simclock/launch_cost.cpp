@@ -5,6 +5,7 @@
 #include <optional>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 
 namespace simhpu::simclock {
 
@@ -176,10 +177,73 @@ int64_t elements_read_across_strides(const LaunchRecord& record) {
   for (const KernelArg& arg : record.args) {
     const auto* t = std::get_if<DeviceTensor>(&arg);
     if (t == nullptr || t == out || t->dtype == c10::ScalarType::Undefined || written(*t)) continue;
-    if (t->sizes != out->sizes) continue;  // (a broadcast operand is read again and again: its own pattern)
+    // (a broadcast operand, expanded or not, is read again and again: its own pattern)
+    if (t->sizes != out->sizes || std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;
     if (innermost_dim(*t) != inner) elements += t->numel();
   }
   return elements;
+}
+
+// Whether a tensor's elements fill its memory without gap or overlap, in whatever order:
+// its dimensions of more than one element, by stride, each one's stride the product of the
+// sizes inside it.
+bool dense(const DeviceTensor& t) {
+  c10::SmallVector<std::pair<int64_t, int64_t>, 6> by_stride;  // (stride, size)
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.sizes[d] > 1) by_stride.emplace_back(t.strides[d], t.sizes[d]);
+  }
+  std::sort(by_stride.begin(), by_stride.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : by_stride) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+// The offsets an elementwise kernel computes, one an operand an element (see KernelTraits),
+// when an operand is broadcast over its output (fewer dimensions, or a dimension of one where
+// the output has more), lies in other strides, or the output is not dense. 0 when every operand
+// lies as the output does, or when an operand's shape does not broadcast to the output's (not a
+// kernel over one iteration space). Every tensor is an operand, an in-place operator's twice
+// (its input and its output), but a 0-dim one: the device stages a Python number as one, which
+// the part's kernel takes as an argument (a 0-dim tensor the program made on the device, which
+// the part would broadcast, is priced so too: the record does not tell the two apart).
+int64_t offsets_computed(const LaunchRecord& record) {
+  auto written = [&](const DeviceTensor& t) {
+    return t.storage_slot >= 0 && record.may_write(static_cast<size_t>(t.storage_slot));
+  };
+  auto defined = [](const KernelArg& arg) -> const DeviceTensor* {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    return t != nullptr && t->dtype != c10::ScalarType::Undefined ? t : nullptr;
+  };
+  const DeviceTensor* out = nullptr;
+  for (const KernelArg& arg : record.args) {
+    if (const DeviceTensor* t = defined(arg); t != nullptr && written(*t)) {
+      out = t;
+      break;
+    }
+  }
+  if (out == nullptr || out->numel() <= 1) return 0;
+  bool offsets = !dense(*out);
+  int64_t operands = 1;
+  for (const KernelArg& arg : record.args) {
+    const DeviceTensor* t = defined(arg);
+    if (t == nullptr || t == out || t->dim() == 0) continue;
+    ++operands;
+    if (t->dim() > out->dim()) return 0;
+    const int64_t lead = out->dim() - t->dim();  // (shapes align at their last dimensions)
+    for (int64_t d = 0; d < out->dim(); ++d) {
+      const int64_t size = d < lead ? 1 : t->sizes[d - lead];
+      if (size != out->sizes[d]) {
+        if (size != 1) return 0;
+        offsets = true;  // (broadcast along d)
+      } else if (size > 1 && t->strides[d - lead] != out->strides[d]) {
+        offsets = true;
+      }
+    }
+  }
+  return offsets ? out->numel() * operands : 0;
 }
 
 // A batch norm's input: its largest tensor of three dimensions or more (none: a
@@ -473,7 +537,10 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
   const bool elementwise = traits.memory_class == MemoryClass::Elementwise ||
                            traits.memory_class == MemoryClass::Transcendental ||
                            traits.memory_class == MemoryClass::Special;
-  if (elementwise) traits.elements_read_across_strides = elements_read_across_strides(record);
+  if (elementwise) {
+    traits.elements_read_across_strides = elements_read_across_strides(record);
+    traits.offsets_computed = offsets_computed(record);
+  }
   if (traits.memory_class == MemoryClass::Softmax) {
     const SoftmaxRowsOf rows = softmax_rows_of(record);
     if (softmax_rows_in_registers(rows.length, rows.element_size, profile.softmax_rows)) {
@@ -573,6 +640,10 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     } else {
       memory *= c.traffic;
       if (c.rate > 0) memory = std::max(memory, cost.bytes / c.rate);
+    }
+    if (traits.offsets_computed > 0) {
+      // (PyTorch's generic elementwise kernel: its index arithmetic, not its bytes, bounds it)
+      memory = std::max(memory, static_cast<double>(traits.offsets_computed) * p.strided_elementwise);
     }
     const double least = std::max(c.floor, p.kernel_overhead);
     seconds = traits.kernels == 0 ? std::max(compute, memory)

@@ -150,6 +150,62 @@ def test_an_elementwise_operand_laid_out_across_its_outputs_strides_is_priced_as
     assert device_seconds(add("transposed", "contiguous")) > 1.8 * alike
 
 
+def _elementwise(call, *shapes, dtype=torch.float32, view=None):
+    def make():
+        tensors = [torch.empty(shape, device="simhpu", dtype=dtype) for shape in shapes]
+        if view is not None:
+            tensors = view(*tensors)
+        return lambda: call(*tensors)
+    return make
+
+
+def test_an_elementwise_call_whose_operands_do_not_lie_as_its_output_is_priced_by_the_offsets_it_computes():
+    # (PyTorch's generic CUDA elementwise kernel computes each operand's offset from the element's
+    # index: on an H100 and an H200 alike, a float32 [8192, 2048] times a [8192, 1] took 60 and 55 us,
+    # where its bytes alone take 40 and 28)
+    offset = 2e-12
+    profile = dict(part("h200"), strided_elementwise=offset)
+    n, kernel = 8192 * 2048, profile["kernel_overhead"]
+    mul = lambda x, y: x * y  # noqa: E731
+    broadcast = device_seconds(_elementwise(mul, (8192, 2048), (8192, 1)), profile)
+    assert broadcast == pytest.approx(kernel + 3 * n * offset, rel=1e-3)  # (x, y and the output: three offsets)
+    assert device_seconds(_elementwise(mul, (8192, 2048), (2048,)), profile) == pytest.approx(broadcast, rel=1e-3)
+    # the same elements in bfloat16: the same offsets, though half the bytes
+    assert device_seconds(_elementwise(mul, (8192, 2048), (8192, 1), dtype=torch.bfloat16), profile) == \
+        pytest.approx(broadcast, rel=1e-3)
+    # a Python number is the kernel's argument, no operand: the vectorised kernel's bytes
+    alike = device_seconds(_elementwise(mul, (8192, 2048), (8192, 2048)), profile)
+    assert device_seconds(_elementwise(lambda x: x * 2.0, (8192, 2048)), profile) < alike < 0.8 * broadcast
+    # an in-place operator's tensor is its input and its output: three offsets again
+    assert device_seconds(_elementwise(lambda x, y: x.add_(y), (8192, 2048), (8192, 1)), profile) == \
+        pytest.approx(broadcast, rel=1e-3)
+    # a strided view (a fused projection's chunk), and a mean's backward (its gradient expanded)
+    chunk = device_seconds(_elementwise(F.silu, (8192, 4096), view=lambda x: (x.chunk(2, -1)[0],)), profile)
+    assert chunk == pytest.approx(kernel + 2 * n * offset, rel=1e-3)
+    expanded = device_seconds(_elementwise(lambda x: x / 2048, (8192, 1), view=lambda x: (x.expand(8192, 2048),)),
+                              profile)
+    assert expanded == pytest.approx(kernel + 2 * n * offset, rel=1e-3)
+    # operands that lie alike, though not contiguous (both transposed), take the vectorised kernel
+    transposed = device_seconds(_elementwise(mul, (2048, 8192), (2048, 8192), view=lambda x, y: (x.t(), y.t())),
+                                profile)
+    assert transposed == pytest.approx(alike, rel=1e-3)
+    # a part whose profile prices no offsets prices the bytes alone
+    assert device_seconds(_elementwise(mul, (8192, 2048), (8192, 1)), dict(profile, strided_elementwise=0.0)) < \
+        0.8 * broadcast
+
+
+def test_the_time_an_operands_offset_takes_is_fitted_on_the_calls_that_compute_them():
+    truth = dict(part("h100-sxm"), strided_elementwise=2.5e-12)
+    cases = [dict(kind="memory-bound", call=part_measure.STRIDED_ELEMENTWISE[1], dtype=dtype, shape=shape, other=other,
+                  timing="kernels: the part's own time", seconds=1.0)
+             for dtype in ("bfloat16", "float32") for shape, other in (([8192, 2048], [8192, 1]), ([4096, 4096], [4096]))]
+    cases += [dict(kind="memory-bound", call=part_measure.STRIDED_ELEMENTWISE[2], dtype="bfloat16", shape=[8192, 2816],
+                   timing="kernels: the part's own time", seconds=1.0)]
+    rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]
+    assert part_fit._offset_seconds(dict(truth, strided_elementwise=0.0), rows) == pytest.approx(2.5e-12, rel=0.01)
+    assert part_fit._offset_seconds(truth, []) is None
+
+
 def test_a_norm_of_a_strided_input_is_priced_with_the_copy_its_part_makes_first():
     def layer_norm(strided):
         def make():
@@ -742,7 +798,8 @@ def test_a_convolutions_efficiency_and_layout_conversion_are_fitted_together():
 
 @pytest.mark.parametrize("field, value", [("host_convolution_backward_overhead", -1e-6),
                                           ("host_convolution_overhead", 1.0),
-                                          ("convolution_layout_conversion", 1e-6)])
+                                          ("convolution_layout_conversion", 1e-6),
+                                          ("strided_elementwise", -1e-12), ("strided_elementwise", 1e-6)])
 def test_a_convolution_host_time_out_of_range_is_refused_by_name(field, value):
     with pytest.raises(ProfileError, match=field):
         load_profile(dict(part_fit._raw("h100-sxm"), **{field: value}))

@@ -170,7 +170,7 @@ def priced_seconds(case: dict, profile) -> float:
         return returned - t0
     if not kernels:
         return 0.0
-    if "graph" in timing:
+    if "graph" in timing or timing.startswith("kernels"):  # (the device's time alone)
         return _busy(kernels)
     if case["kind"] == "host link":
         return max(e for _, e in kernels) - min(s for s, _ in kernels)
@@ -511,6 +511,10 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
                         efficiency["convolution_backward"] = fitted["efficiency"]
                 moved = max(moved, abs(math.log(fitted["efficiency"] / before[1])), abs(fitted["host"] - before[0]) / 1e-4,
                             abs(fitted["conversion"] - before[2]) / 1e-11 if forward else 0.0)
+        strided = _offset_seconds(profile, by(lambda c: c["call"] in part_measure.STRIDED_ELEMENTWISE))
+        if strided is not None:
+            moved = max(moved, abs(strided - profile.get("strided_elementwise", 0.0)) / 1e-13)
+            profile["strided_elementwise"] = strided
         selected = by(lambda c: c["kind"] == "gemm" and c.get("tf32") is True)
         r = _ratio(priced(selected))
         if r:
@@ -526,10 +530,30 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
                  f"{profile.get('host_convolution_backward_overhead', 0) * 1e6:.1f} us), "
                  f"convolution floor {profile.get('convolution_floor', 0) * 1e6:.1f} us, a channels-first element's "
                  f"layout conversion {profile.get('convolution_layout_conversion', 0) * 1e12:.2f} ps")
+    if profile.get("strided_elementwise"):
+        notes.append(f"an operand's offset in PyTorch's generic elementwise kernel "
+                     f"{profile['strided_elementwise'] * 1e12:.2f} ps (broadcast and strided operands)")
     for cls, entry in sorted(profile.get("memory_classes", {}).items()):
         step = f", a row in a chain {entry['row_step'] * 1e9:.3f} ns" if entry.get("row_step") else ""
         notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us{step}")
     return profile, notes
+
+
+def _offset_seconds(profile: dict, rows: list[dict]) -> float | None:
+    """The time an operand's offset takes in the part's generic elementwise kernel, from rows of
+    calls it runs there (part_measure.STRIDED_ELEMENTWISE): the median of what each row's time
+    says. A row is priced fixed + max(its bytes' time, offsets x that time); priced twice where
+    the offsets bound it, it tells its offsets and its fixed time (None: no such rows)."""
+    unit = 1e-10
+    once, twice = evaluate(rows, dict(profile, strided_elementwise=unit)), evaluate(rows, dict(profile, strided_elementwise=2 * unit))
+    said = []
+    for a, b in zip(once, twice):
+        if a["priced"] is None or b["priced"] is None or b["priced"] <= a["priced"]:
+            continue
+        offsets = (b["priced"] - a["priced"]) / unit
+        fixed = a["priced"] - offsets * unit
+        said.append(max(0.0, (a["row"]["seconds"] - fixed) / offsets))
+    return statistics.median(said) if said else None
 
 
 def _scale_traffic(entry: dict, ratio: float) -> float:

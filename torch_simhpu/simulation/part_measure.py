@@ -46,6 +46,11 @@ SDPA_F = "scaled_dot_product_attention forward"
 SDPA_FB = "scaled_dot_product_attention forward + backward"
 ELEMENTWISE = ("x + y", "x * y", "F.silu(x)", "torch.exp(x)", "F.gelu(x, approximate='tanh')", "x.to(other dtype)",
                "F.dropout(x, 0.1)", "x.clone()")
+# Elementwise calls with an operand that does not lie as the output does (broadcast over it, or a
+# strided view): PyTorch's CUDA kernels take them with its generic kernel, which computes each
+# operand's offset from the element's index. The case's "other" is y's shape; a chunk is x's half
+# of a tensor twice as wide (a fused projection's chunk(2, -1)).
+STRIDED_ELEMENTWISE = ("x + y, y broadcast", "x * y, y broadcast", "F.silu(x), x a chunk of a wider tensor")
 REDUCTION = ("x.sum()", "x.sum(-1)")
 ROWWISE = ("torch.softmax(x, -1)", "torch.softmax(x, -1) forward + backward", "F.layer_norm(x, (cols,), w) forward",
            "F.layer_norm(x, (cols,), w) forward + backward", "x.contiguous() of x.t()", "torch.cat((x, x), -1)",
@@ -102,6 +107,11 @@ def gpu_cases() -> list[dict]:
         for dtype in ("bfloat16", "float32"):
             for call in ELEMENTWISE + ("x.sum()",):
                 cases.append(dict(kind="memory-bound", call=call, dtype=dtype, numel=numel))
+    for dtype in ("bfloat16", "float32"):
+        for shape, other in (([8192, 2048], [8192, 1]), ([8192, 4096], [4096]), ([16384, 4096], [16384, 1])):
+            cases.append(dict(kind="memory-bound", call=STRIDED_ELEMENTWISE[1], dtype=dtype, shape=shape, other=other))
+        for shape in ([8192, 2048], [8192, 5632], [16384, 5632]):
+            cases.append(dict(kind="memory-bound", call=STRIDED_ELEMENTWISE[2], dtype=dtype, shape=shape))
     for shape in ([8192, 4096], [16384, 8192], [4096, 32768]):
         for call in ("x.sum(-1)",) + ROWWISE[:-1]:
             cases.append(dict(kind="memory-bound", call=call, dtype="bfloat16", shape=shape))
@@ -174,6 +184,9 @@ def cpu_cases() -> list[dict]:
     for numel in (1 << 10, 1 << 16, 1 << 20, 1 << 22):
         for call in ELEMENTWISE + ("x.sum()",):
             cases.append(dict(kind="memory-bound", call=call, dtype="float32", numel=numel))
+    for shape, other in (([256, 1024], [256, 1]), ([1024, 1024], [1024])):
+        cases.append(dict(kind="memory-bound", call=STRIDED_ELEMENTWISE[1], dtype="float32", shape=shape, other=other))
+        cases.append(dict(kind="memory-bound", call=STRIDED_ELEMENTWISE[2], dtype="float32", shape=shape))
     for shape in ([32, 128], [256, 512], [1024, 1024]):  # (the smallest: a row-wise kernel's least time)
         for call in ("x.sum(-1)",) + ROWWISE[:-1]:
             cases.append(dict(kind="memory-bound", call=call, dtype="float32", shape=shape))
@@ -314,6 +327,12 @@ def _memory_bound(case: dict, device, dtype) -> callable:
         logits = _randn(*shape, device=device, dtype=dtype, grad=True)
         y = torch.randint(0, shape[1], (shape[0],), device=device)
         return lambda: torch.autograd.grad(F.cross_entropy(logits, y), (logits,))
+    if call in STRIDED_ELEMENTWISE[:2]:
+        x, y = _randn(*shape, device=device, dtype=dtype), _randn(*case["other"], device=device, dtype=dtype)
+        return (lambda: x + y) if call.startswith("x + y") else (lambda: x * y)
+    if call == STRIDED_ELEMENTWISE[2]:
+        x = _randn(*shape[:-1], 2 * shape[-1], device=device, dtype=dtype).chunk(2, -1)[0]
+        return lambda: F.silu(x)
     backward = "forward + backward" in call
     x = _randn(*shape, device=device, dtype=dtype)
     if case.get("memory_format") == "channels_last":
