@@ -139,24 +139,7 @@ int64_t innermost_dim(const DeviceTensor& t) {
   return found;
 }
 
-// Whether a launch's tensors are laid out differently from one another (one read
-// across another's strides, as a transposing copy does), broadcasts aside.
-bool reads_across_strides(const LaunchRecord& record) {
-  const DeviceTensor* first = nullptr;
-  for (const KernelArg& arg : record.args) {
-    const auto* t = std::get_if<DeviceTensor>(&arg);
-    if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->dim() < 2) continue;
-    if (std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;  // (a broadcast)
-    if (first == nullptr) {
-      first = t;
-      continue;
-    }
-    if (t->dim() == first->dim() && t->is_contiguous() != first->is_contiguous()) return true;
-  }
-  return false;
-}
-
-// The elements of an elementwise kernel's operands laid out in another order than
+// The elements of an elementwise kernel's (or a copy's) operands laid out in another order than
 // its output (its first written tensor), broadcasts aside (see KernelTraits).
 int64_t elements_read_across_strides(const LaunchRecord& record) {
   auto written = [&](const DeviceTensor& t) {
@@ -512,7 +495,7 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
       }
     }
   }
-  if (traits.memory_class == MemoryClass::Copy && reads_across_strides(record)) {
+  if (traits.memory_class == MemoryClass::Copy && elements_read_across_strides(record) > 0) {
     traits.memory_class = MemoryClass::Transpose;
   } else if (traits.memory_class == MemoryClass::Copy && widens(record)) {
     traits.memory_class = MemoryClass::WideningCopy;

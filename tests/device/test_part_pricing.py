@@ -242,6 +242,19 @@ def test_a_reduction_reads_its_input_once():
     assert device_seconds(sum_) < 0.7 * device_seconds(clone)
 
 
+def test_a_copy_of_a_slice_reads_along_its_rows_not_across_strides():
+    # (a slice is not contiguous, yet its rows lie as the copy's output's do: a plain copy's pass,
+    # where a transposed view's copy reads across strides)
+    def copy(view):
+        def make():
+            x = torch.empty(4096, 8192, device="simhpu", dtype=torch.bfloat16)
+            return lambda: view(x).contiguous()
+        return make
+    sliced = device_seconds(copy(lambda x: x[:, :4096]))
+    assert sliced == pytest.approx(device_seconds(copy(lambda x: x[:, :4096].clone())), rel=0.05)
+    assert device_seconds(copy(lambda x: x[:, :4096].t())) > 2 * sliced
+
+
 def test_a_transposing_copy_costs_more_than_a_straight_one():
     def copy(transposed):
         def make():
