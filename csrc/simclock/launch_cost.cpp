@@ -584,10 +584,15 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
                             : traits.convolution && p.convolution_efficiency > 0 ? p.convolution_efficiency
                             : c10::elementSize(dtype) == 1 && p.matrix_efficiency_8bit > 0 ? p.matrix_efficiency_8bit
                                                                                             : p.matrix_efficiency;
+  // (a convolution whose channels the library's tensor-core kernels cannot take runs its generic
+  // implicit GEMM, whose time follows its FLOPs, not a tensor-core kernel's tiles and waves: an
+  // H100 took as long for a stem's [64, 3, 224, 224] by 7x7 as for a patch embedding's by 16x16,
+  // 15 GFLOP each, where tiles of 64 output channels would price the stem twice the patches)
+  const bool unaligned = traits.convolution_unaligned && p.convolution_unaligned_efficiency > 0;
   double compute = 0;
   if (const auto attention = attention_seconds(cost, p, traits.attention_backend)) {
     compute = *attention;
-  } else if (const auto gemm = gemm_roofline(cost, p, peak_flops, efficiency)) {
+  } else if (const auto gemm = unaligned ? std::nullopt : gemm_roofline(cost, p, peak_flops, efficiency)) {
     compute = gemm->compute;
     memory = gemm->memory;
   } else {

@@ -723,6 +723,25 @@ def test_a_convolution_with_unaligned_input_channels_is_priced_at_its_own_effici
     assert (slow > 3 * fast) if unaligned else slow == pytest.approx(fast, rel=1e-9)
 
 
+def test_a_convolution_with_unaligned_input_channels_is_priced_by_its_flops_not_tensor_core_tiles():
+    # (the library's generic implicit GEMM: an H100 took 635-680 us for a ResNet stem, [64, 3, 224, 224]
+    # by 64 7x7 filters, and 604 us for a ViT's patches, by 768 16x16 ones at stride 16: 15 GFLOP each.
+    # A tensor-core tile of 128 output channels would have priced the stem's 64 at twice its FLOPs.)
+    def conv(weight, stride, padding):
+        def make():
+            x, w = _image((64, 3, 224, 224)), _image(weight)
+            return lambda: F.conv2d(x, w, stride=stride, padding=padding)
+        return make
+    profile = dict(part("h100-sxm"), convolution_floor=0.0, convolution_layout_conversion=0.0)
+    profile["efficiency"] = dict(profile["efficiency"], convolution_unaligned=0.03)
+    stem, patches = conv((64, 3, 7, 7), 2, 3), conv((768, 3, 16, 16), 16, 0)
+    flops = {"stem": 2 * 64 * 64 * 112 * 112 * 3 * 49, "patches": 2 * 64 * 768 * 14 * 14 * 3 * 256}
+    rate = profile["matrix_flops"]["bfloat16"] * 0.03
+    kernel = profile["kernel_overhead"]
+    assert device_seconds(stem, profile) == pytest.approx(kernel + flops["stem"] / rate, rel=1e-3)
+    assert device_seconds(patches, profile) == pytest.approx(kernel + flops["patches"] / rate, rel=1e-3)
+
+
 def test_a_convolution_call_takes_the_profiles_host_time_forward_and_backward():
     def make():
         x, w = _image((8, 16, 28, 28), grad=True), _image((16, 16, 3, 3), grad=True)
