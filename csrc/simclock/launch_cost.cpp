@@ -139,27 +139,31 @@ int64_t innermost_dim(const DeviceTensor& t) {
   return found;
 }
 
+// Whether a launch writes `t`'s storage, as its record says (none said: it may write all).
+bool writes(const LaunchRecord& record, const DeviceTensor& t) {
+  return t.storage_slot >= 0 && record.may_write(static_cast<size_t>(t.storage_slot));
+}
+
+// A launch's output: its first tensor it writes (none: nullptr).
+const DeviceTensor* first_written(const LaunchRecord& record) {
+  for (const KernelArg& arg : record.args) {
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t != nullptr && t->dtype != c10::ScalarType::Undefined && writes(record, *t)) return t;
+  }
+  return nullptr;
+}
+
 // The elements of an elementwise kernel's (or a copy's) operands laid out in another order than
 // its output (its first written tensor), broadcasts aside (see KernelTraits).
 int64_t elements_read_across_strides(const LaunchRecord& record) {
-  auto written = [&](const DeviceTensor& t) {
-    return t.storage_slot >= 0 && record.may_write(static_cast<size_t>(t.storage_slot));
-  };
-  const DeviceTensor* out = nullptr;
-  for (const KernelArg& arg : record.args) {
-    const auto* t = std::get_if<DeviceTensor>(&arg);
-    if (t != nullptr && t->dtype != c10::ScalarType::Undefined && written(*t)) {
-      out = t;
-      break;
-    }
-  }
+  const DeviceTensor* out = first_written(record);
   if (out == nullptr || out->dim() < 2) return 0;
   const int64_t inner = innermost_dim(*out);
   if (inner < 0) return 0;
   int64_t elements = 0;
   for (const KernelArg& arg : record.args) {
     const auto* t = std::get_if<DeviceTensor>(&arg);
-    if (t == nullptr || t == out || t->dtype == c10::ScalarType::Undefined || written(*t)) continue;
+    if (t == nullptr || t == out || t->dtype == c10::ScalarType::Undefined || writes(record, *t)) continue;
     // (a broadcast operand, expanded or not, is read again and again: its own pattern)
     if (t->sizes != out->sizes || std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;
     if (innermost_dim(*t) != inner) elements += t->numel();
@@ -193,26 +197,13 @@ bool dense(const DeviceTensor& t) {
 // the part's kernel takes as an argument (a 0-dim tensor the program made on the device, which
 // the part would broadcast, is priced so too: the record does not tell the two apart).
 int64_t offsets_computed(const LaunchRecord& record) {
-  auto written = [&](const DeviceTensor& t) {
-    return t.storage_slot >= 0 && record.may_write(static_cast<size_t>(t.storage_slot));
-  };
-  auto defined = [](const KernelArg& arg) -> const DeviceTensor* {
-    const auto* t = std::get_if<DeviceTensor>(&arg);
-    return t != nullptr && t->dtype != c10::ScalarType::Undefined ? t : nullptr;
-  };
-  const DeviceTensor* out = nullptr;
-  for (const KernelArg& arg : record.args) {
-    if (const DeviceTensor* t = defined(arg); t != nullptr && written(*t)) {
-      out = t;
-      break;
-    }
-  }
+  const DeviceTensor* out = first_written(record);
   if (out == nullptr || out->numel() <= 1) return 0;
   bool offsets = !dense(*out);
   int64_t operands = 1;
   for (const KernelArg& arg : record.args) {
-    const DeviceTensor* t = defined(arg);
-    if (t == nullptr || t == out || t->dim() == 0) continue;
+    const auto* t = std::get_if<DeviceTensor>(&arg);
+    if (t == nullptr || t == out || t->dtype == c10::ScalarType::Undefined || t->dim() == 0) continue;
     ++operands;
     if (t->dim() > out->dim()) return 0;
     const int64_t lead = out->dim() - t->dim();  // (shapes align at their last dimensions)
@@ -435,7 +426,7 @@ ContiguousCopies copies_made_contiguous(MemoryClass c, const LaunchRecord& recor
   for (const KernelArg& arg : record.args) {
     const auto* t = std::get_if<DeviceTensor>(&arg);
     if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->dim() < 2 || t->is_contiguous()) continue;
-    if (t->storage_slot >= 0 && record.may_write(static_cast<size_t>(t->storage_slot))) continue;
+    if (writes(record, *t)) continue;
     if (std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;
     copies.elements += t->numel();
     ++copies.count;
