@@ -36,6 +36,7 @@ enum class MemoryClass : uint8_t {
   FusedOptimizer,  // a fused optimizer's kernels (fused=True): multi-tensor apply's chunks, every state in one pass
   BatchNormChannelsLast,          // a channels-last input's batch norm: other kernels, reducing across blocks (what a BatchNorm becomes then)
   BatchNormChannelsLastBackward,
+  Concatenation,   // cat and stack: its batched copy kernel, each block a piece of one input (not a plain copy's pass)
   Count
 };
 

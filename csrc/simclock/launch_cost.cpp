@@ -783,6 +783,7 @@ const char* memory_class_name(MemoryClass c) {
     case MemoryClass::FusedOptimizer: return "fused_optimizer";
     case MemoryClass::BatchNormChannelsLast: return "batch_norm_channels_last";
     case MemoryClass::BatchNormChannelsLastBackward: return "batch_norm_channels_last_backward";
+    case MemoryClass::Concatenation: return "concatenation";
     case MemoryClass::Count: break;
   }
   return "?";

@@ -690,6 +690,25 @@ def test_batch_norm_and_pooling_are_priced_by_classes_of_their_own(op, cls):
     assert device_seconds(make, heavier) > 4 * device_seconds(make, plain)
 
 
+def test_a_concatenation_is_priced_by_a_class_of_its_own_and_a_plain_copy_not_by_its_traffic():
+    # (cat's batched copy kernel got through its bytes 1.4x slower than a clone on every part timed:
+    # one copy class priced clones 7-19 % slow and cats 12-24 % fast)
+    def call(fn):
+        def make():
+            x = _image((8192, 4096))
+            return lambda: fn(x)
+        return make
+    cat, clone = call(lambda x: torch.cat((x, x), -1)), call(lambda x: x.clone())
+    base = part("h100-sxm")
+    plain = dict(base, memory_classes={"copy": {"traffic": 1.0}, "concatenation": {"traffic": 1.0}})
+    heavier = dict(base, memory_classes={"copy": {"traffic": 1.0}, "concatenation": {"traffic": 2.0}})
+    assert device_seconds(cat, heavier) > 1.8 * device_seconds(cat, plain)
+    assert device_seconds(clone, heavier) == pytest.approx(device_seconds(clone, plain), rel=1e-9)
+    # a profile written before the class was told apart prices a concatenation as a copy
+    kin = dict(base, memory_classes={"copy": {"traffic": 2.0}})
+    assert load_profile(kin)["memory_classes"]["concatenation"]["traffic"] == 2.0
+
+
 def test_a_channels_first_batch_norm_walks_a_channel_a_block_and_a_channels_last_one_takes_its_own_class():
     def batch_norm(shape, memory_format=torch.contiguous_format):
         def make():
@@ -716,7 +735,7 @@ def test_a_convolution_with_unaligned_input_channels_is_priced_at_its_own_effici
     def make():
         x, w = _image((64, channels, 112, 112)), _image((64, channels, 7, 7))
         return lambda: F.conv2d(x, w, stride=2, padding=3)
-    base = part("h100-sxm")
+    base = dict(part("h100-sxm"), convolution_layout_conversion=0.0)  # (the arithmetic alone)
     efficiency = dict(base["efficiency"], convolution=0.5, convolution_unaligned=0.05)
     slow = device_seconds(make, dict(base, efficiency=efficiency, convolution_floor=0.0))
     fast = device_seconds(make, dict(base, efficiency=dict(efficiency, convolution_unaligned=0.5), convolution_floor=0.0))

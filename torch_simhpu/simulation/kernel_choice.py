@@ -76,8 +76,10 @@ _CLASSES = {
         "index_fill", "masked_scatter", "masked_select", "embedding_bag", "_embedding_bag",
         "_embedding_bag_backward",
     ),
+    # (their batched copy kernel, an input's piece of the output a block: not a plain copy's pass)
+    "concatenation": ("cat", "stack"),
     "copy": (
-        "copy", "clone", "_to_copy", "cat", "stack", "constant_pad_nd", "repeat", "repeat_interleave",
+        "copy", "clone", "_to_copy", "constant_pad_nd", "repeat", "repeat_interleave",
         "_unsafe_view", "flip", "roll", "tril", "triu", "reflection_pad1d", "reflection_pad2d",
         "replication_pad1d", "replication_pad2d", "im2col", "col2im", "pixel_shuffle", "pixel_unshuffle",
         "contiguous", "_copy_from", "_copy_from_and_resize",

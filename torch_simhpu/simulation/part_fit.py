@@ -44,7 +44,7 @@ CALL_CLASS = {
     "x.to(other dtype)": "copy", "F.dropout(x, 0.1)": "random", "x.sum()": "reduction", "x.sum(-1)": "reduction",
     "torch.softmax(x, -1)": "softmax", "torch.softmax(x, -1) forward + backward": "softmax_backward",
     "F.layer_norm(x, (cols,), w) forward": "norm", "F.layer_norm(x, (cols,), w) forward + backward": "norm_backward",
-    "x.contiguous() of x.t()": "transpose", "torch.cat((x, x), -1)": "copy",
+    "x.contiguous() of x.t()": "transpose", "torch.cat((x, x), -1)": "concatenation",
     "F.cross_entropy(logits, y) forward + backward": "softmax_backward", "F.embedding(idx, w) forward + backward": "index",
     part_measure.BATCH_NORM[0]: "batch_norm", part_measure.BATCH_NORM[1]: "batch_norm_backward",
     part_measure.MAX_POOL[0]: "pooling", part_measure.MAX_POOL[1]: "pooling_backward",

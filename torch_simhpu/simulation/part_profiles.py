@@ -356,7 +356,7 @@ def _attention_section(attention: dict, problem, positive) -> dict:
 _CLASS_KIN = {"column_reduction": "reduction", "batch_norm": "norm", "batch_norm_backward": "norm_backward",
               "fused_optimizer": "multi_tensor", "softmax_backward": "softmax", "softmax_in_registers": "softmax",
               "widening_copy": "copy", "batch_norm_channels_last": "batch_norm",
-              "batch_norm_channels_last_backward": "batch_norm_backward"}
+              "batch_norm_channels_last_backward": "batch_norm_backward", "concatenation": "copy"}
 
 
 def _memory_classes(given: dict, problem, positive) -> dict:
