@@ -767,6 +767,7 @@ def test_a_convolution_call_takes_the_profiles_host_time_forward_and_backward():
         g = torch.empty(8, 16, 28, 28, device="simhpu", dtype=torch.bfloat16)
         return lambda: torch.autograd.grad(F.conv2d(x, w, padding=1), (x, w), g)
     base = dict(part("h100-sxm"), host_convolution_overhead=0.0, host_convolution_backward_overhead=0.0)
+    _launches(make, base)  # (a first call's one-time Python, its imports' lines, aside)
     _, plain = _launches(make, base)
     _, forward = _launches(make, dict(base, host_convolution_overhead=40e-6))
     _, backward = _launches(make, dict(base, host_convolution_backward_overhead=300e-6))
@@ -1076,6 +1077,23 @@ def test_another_machines_host_scales_what_its_host_rows_do_not_time():
                                      part_fit.check(dict(slower, host_autograd_overhead=70e-6)))[0]
     timed = part_fit.with_host_of(base, [row, dict(autograd_row["case"], seconds=autograd_row["priced"])])
     assert timed["host_autograd_overhead"] == pytest.approx(70e-6, rel=0.05)
+
+
+def test_a_refit_on_one_machines_rows_then_anothers_host_gives_back_the_host_it_started_from():
+    # (part_calibration fits the calibration machine's rows, then takes HOST_MACHINE's host: a constant
+    # neither times, a line of Python, had been scaled to the second machine's speed on every run,
+    # 1.19x a run, as the fit left it at the second machine's speed while setting the first's launch)
+    base = dict(part("h100-sxm"), host_python_line=1e-6, host_autograd_overhead=20e-6)
+    per_launch = base["host_op_overhead"] + base["host_launch_overhead"]
+    launch = lambda seconds: dict(kind="launch", call=part_measure.LAUNCH_HOST, seconds=seconds,  # noqa: E731
+                                  timing="host wall clock")
+    profile = base
+    for _ in range(3):
+        calibrated, _ = part_fit.fit([launch(0.8 * per_launch)], profile, log=lambda *_: None)
+        assert calibrated["host_python_line"] == pytest.approx(0.8e-6, rel=1e-9)  # (at the first machine's speed)
+        profile = part_fit.with_host_of(calibrated, [launch(per_launch)])
+        assert profile["host_python_line"] == pytest.approx(1e-6, rel=1e-9)
+        assert profile["host_autograd_overhead"] == pytest.approx(20e-6, rel=1e-9)
 
 
 def test_the_cpu_as_a_part_keeps_the_memory_it_freed_as_a_caching_allocator_does(tmp_path):

@@ -356,16 +356,10 @@ HOST_BESIDES_LAUNCH = ("host_python_line", "host_autograd_overhead", "host_optim
 
 def with_host_of(profile: dict, host_rows: list[dict]) -> dict:
     """`profile` with another machine's host: the constants its host rows time fitted on them, and
-    those none times scaled by its time per eager launch against `profile`'s."""
-    launches, _ = fit(host_rows, copy.deepcopy(profile), log=lambda *_: None)
-    timed = {_HOST_SHARES[row["call"]][0] for row in host_rows if row["call"] in _HOST_SHARES}
-    per_launch = lambda p: p["host_op_overhead"] + p["host_launch_overhead"]  # noqa: E731
-    scaled = copy.deepcopy(profile)
-    for field in HOST_BESIDES_LAUNCH:
-        if field not in timed:
-            scaled[field] = profile.get(field, 0.0) * per_launch(launches) / per_launch(profile)
-    # (the timed ones fitted again beside the others at the machine's speed: each row runs some of all)
-    fitted, _ = fit(host_rows, scaled, log=lambda *_: None)
+    those none times scaled by its time per eager launch against `profile`'s (as fit does with any
+    launch row: so a fit on one machine's rows and then another's host gives back the constants
+    the second machine's host was shipped with, however often it is run)."""
+    fitted, _ = fit(host_rows, copy.deepcopy(profile), log=lambda *_: None)
     return fitted
 
 
@@ -398,6 +392,10 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             seconds = row["seconds"]
             total = profile["host_op_overhead"] + profile["host_launch_overhead"]
             share = profile["host_op_overhead"] / total
+            # (the host's other constants are its own too: a host that launches slower runs them slower
+            # alike; the rows that time one set it below, those none times ride with the launch)
+            for field in HOST_BESIDES_LAUNCH:
+                profile[field] = profile.get(field, 0.0) * seconds / total
             profile["host_op_overhead"] = seconds * share
             profile["host_launch_overhead"] = seconds * (1 - share)
             notes.append(f"host time per eager launch {seconds * 1e6:.2f} us (dispatch {share:.0%}, launch the rest)")
