@@ -10,7 +10,8 @@ real H100 SXM, torch 2.11 + CUDA 13) with benchmarks/measurements/h100-sxm-2026-
 with three input channels or channels_last, attention at 128-256 keys; none at a training
 step's shapes) and, for PyTorch's generic elementwise kernel (a broadcast operand), the four such
 calls the third H100's steps ran (strided_rows: their kernels' own times in
-step-kernels-h100-sxm-2026-11-28.json; the second H200's are held out). torch_simhpu.simulation.part_fit splits it: within each group of alike rows, every other
+step-kernels-h100-sxm-2026-11-28.json; the second H200's are held out).
+torch_simhpu.simulation.part_fit splits it: within each group of alike rows, every other
 size is held out. The constants of h100-sxm (memory and matrix
 efficiencies, the memory classes' traffic and floors, each attention backend's curves, TF32,
 convolutions, the host link, launch costs, multi-tensor apply's kernels) are fitted on the rest
@@ -96,8 +97,9 @@ def strided_rows(path: Path) -> list[dict]:
             unroll = {kernel[len(_GENERIC_KERNEL):].split(",")[0] for kernel in kernels}
             if not broadcast or unroll - {"2", "4"} or len(unroll) != 1:
                 continue
-            rows.append(dict(kind="memory-bound", call=calls[op["op"]], dtype="float32" if unroll == {"2"} else "bfloat16",
-                             shape=x, other=y, seconds=op["device_us"] * 1e-6 / op["calls"],
+            dtype = "float32" if unroll == {"2"} else "bfloat16"
+            rows.append(dict(kind="memory-bound", call=calls[op["op"]], dtype=dtype, shape=x, other=y,
+                             seconds=op["device_us"] * 1e-6 / op["calls"],
                              timing=f"kernels: the part's own time for them in the {step['model']} step ({path.name})"))
     return rows
 

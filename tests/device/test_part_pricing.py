@@ -196,9 +196,10 @@ def test_an_elementwise_call_whose_operands_do_not_lie_as_its_output_is_priced_b
 
 def test_the_time_an_operands_offset_takes_is_fitted_on_the_calls_that_compute_them():
     truth = dict(part("h100-sxm"), strided_elementwise=2.5e-12)
+    shapes = (([8192, 2048], [8192, 1]), ([4096, 4096], [4096]))
     cases = [dict(kind="memory-bound", call=part_measure.STRIDED_ELEMENTWISE[1], dtype=dtype, shape=shape, other=other,
                   timing="kernels: the part's own time", seconds=1.0)
-             for dtype in ("bfloat16", "float32") for shape, other in (([8192, 2048], [8192, 1]), ([4096, 4096], [4096]))]
+             for dtype in ("bfloat16", "float32") for shape, other in shapes]
     cases += [dict(kind="memory-bound", call=part_measure.STRIDED_ELEMENTWISE[2], dtype="bfloat16", shape=[8192, 2816],
                    timing="kernels: the part's own time", seconds=1.0)]
     rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]

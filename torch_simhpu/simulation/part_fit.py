@@ -543,7 +543,8 @@ def _offset_seconds(profile: dict, rows: list[dict]) -> float | None:
     says. A row is priced fixed + max(its bytes' time, offsets x that time); priced twice where
     the offsets bound it, it tells its offsets and its fixed time (None: no such rows)."""
     unit = 1e-10
-    once, twice = evaluate(rows, dict(profile, strided_elementwise=unit)), evaluate(rows, dict(profile, strided_elementwise=2 * unit))
+    once = evaluate(rows, dict(profile, strided_elementwise=unit))
+    twice = evaluate(rows, dict(profile, strided_elementwise=2 * unit))
     said = []
     for a, b in zip(once, twice):
         if a["priced"] is None or b["priced"] is None or b["priced"] <= a["priced"]:

@@ -170,7 +170,8 @@ def _validated(data: dict, where: str) -> dict:
     # compute an operand's offset for an element (PyTorch's generic elementwise kernel on a GPU)
     out["strided_elementwise"] = positive(data.get("strided_elementwise", 0), "strided_elementwise")
     if out["strided_elementwise"] > 1e-9:
-        raise problem("strided_elementwise", f"seconds an operand's element, <= 1e-9, got {out['strided_elementwise']!r}")
+        raise problem("strided_elementwise",
+                      f"seconds an operand's element, <= 1e-9, got {out['strided_elementwise']!r}")
     # optional: a part whose host runs each kernel before its next operator (a CPU is its own host)
     out["synchronous_launches"] = data.get("synchronous_launches", False)
     if not isinstance(out["synchronous_launches"], bool):
