@@ -59,8 +59,9 @@ HELD_OUT = {"another H100 SXM (other shapes, steps)": (HERE / "measurements" / "
 PROFILE = ROOT / "torch_simhpu" / "simulation" / "profiles" / "h100-sxm.json"
 # The same machines' steps timed again, by benchmarks/step_kernels.py (its wall clock: a second
 # measurement of each step on its machine, minutes after the first)
-STEPS_AGAIN = {HOST_MACHINE: HERE / "measurements" / "step-kernels-h100-sxm-2026-11-28.json",
-               HERE / "measurements" / "h200-2026-11-28.json": HERE / "measurements" / "step-kernels-h200-2026-11-28.json"}
+STEP_KERNELS_H100 = HERE / "measurements" / "step-kernels-h100-sxm-2026-11-28.json"
+STEP_KERNELS_H200 = HERE / "measurements" / "step-kernels-h200-2026-11-28.json"
+STEPS_AGAIN = {HOST_MACHINE: STEP_KERNELS_H100, HERE / "measurements" / "h200-2026-11-28.json": STEP_KERNELS_H200}
 
 
 def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
@@ -69,7 +70,7 @@ def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
                          "beside the checkout)")
     rows = json.loads(path.read_text())["rows"]
     if path == CALIBRATION:
-        rows += json.loads(CALIBRATION_EXTRA.read_text())["rows"] + strided_rows(STEPS_AGAIN[HOST_MACHINE])
+        rows += json.loads(CALIBRATION_EXTRA.read_text())["rows"] + strided_rows(STEP_KERNELS_H100)
     return rows
 
 
@@ -196,8 +197,7 @@ def main(argv=None) -> int:
         profile["sources"] = [source, *(s for s in profile["sources"] if not s.startswith("Fitted by benchmarks/part_"))]
         PROFILE.write_text(profile_text(profile))
         print(f"wrote {PROFILE}")
-    strided = part_fit.evaluate(strided_rows(STEPS_AGAIN[HELD_OUT["a second H200 (2026-11-28)"][0]]),
-                                _family_member(profile, "h200"))
+    strided = part_fit.evaluate(strided_rows(STEP_KERNELS_H200), _family_member(profile, "h200"))
     print_table("held out: the second H200's strided elementwise calls in its steps (priced by h200)",
                 table(strided), args.markdown)
     print_rows(strided, kinds=("memory-bound",))

@@ -139,6 +139,11 @@ int64_t innermost_dim(const DeviceTensor& t) {
   return found;
 }
 
+// Whether a tensor is broadcast along a dimension (stride 0: the same elements again).
+bool broadcast(const DeviceTensor& t) {
+  return std::find(t.strides.begin(), t.strides.end(), 0) != t.strides.end();
+}
+
 // Whether a launch writes `t`'s storage, as its record says (none said: it may write all).
 bool writes(const LaunchRecord& record, const DeviceTensor& t) {
   return t.storage_slot >= 0 && record.may_write(static_cast<size_t>(t.storage_slot));
@@ -165,7 +170,7 @@ int64_t elements_read_across_strides(const LaunchRecord& record) {
     const auto* t = std::get_if<DeviceTensor>(&arg);
     if (t == nullptr || t == out || t->dtype == c10::ScalarType::Undefined || writes(record, *t)) continue;
     // (a broadcast operand, expanded or not, is read again and again: its own pattern)
-    if (t->sizes != out->sizes || std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;
+    if (t->sizes != out->sizes || broadcast(*t)) continue;
     if (innermost_dim(*t) != inner) elements += t->numel();
   }
   return elements;
@@ -282,7 +287,7 @@ ReducedDims reduced_dims(const LaunchRecord& record) {
   for (const KernelArg& arg : record.args) {
     if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
       if (t->dtype == c10::ScalarType::Undefined) continue;
-      const bool has_zero = std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end();
+      const bool has_zero = broadcast(*t);
       if (has_zero && strided_output == nullptr) {
         strided_output = t;
       } else if (!has_zero && out.input == nullptr) {
@@ -427,7 +432,7 @@ ContiguousCopies copies_made_contiguous(MemoryClass c, const LaunchRecord& recor
     const auto* t = std::get_if<DeviceTensor>(&arg);
     if (t == nullptr || t->dtype == c10::ScalarType::Undefined || t->dim() < 2 || t->is_contiguous()) continue;
     if (writes(record, *t)) continue;
-    if (std::find(t->strides.begin(), t->strides.end(), 0) != t->strides.end()) continue;
+    if (broadcast(*t)) continue;
     copies.elements += t->numel();
     ++copies.count;
   }
@@ -513,7 +518,8 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
                            traits.memory_class == MemoryClass::Special;
   if (elementwise) {
     traits.elements_read_across_strides = elements_read_across_strides(record);
-    traits.offsets_computed = offsets_computed(record);
+    // (only a part whose profile prices offsets needs them counted)
+    if (profile.strided_elementwise > 0) traits.offsets_computed = offsets_computed(record);
   }
   if (traits.memory_class == MemoryClass::Softmax) {
     const SoftmaxRowsOf rows = softmax_rows_of(record);
