@@ -8,9 +8,11 @@ The calibration set is ../shared/measurements/h100-sxm-2026-11-27.json (186 call
 real H100 SXM, torch 2.11 + CUDA 13) with benchmarks/measurements/h100-sxm-2026-11-28-vision.json
 (39 calls on another H100: batch norm, pooling, column sums, float32 layer norms, convolutions
 with three input channels or channels_last, attention at 128-256 keys; none at a training
-step's shapes) and, for PyTorch's generic elementwise kernel (a broadcast operand), the four such
-calls the third H100's steps ran (strided_rows: their kernels' own times in
-step-kernels-h100-sxm-2026-11-28.json; the second H200's are held out).
+step's shapes) and, from the third H100's steps (their kernels' own times in
+step-kernels-h100-sxm-2026-11-28.json; the second H200's are held out): the four calls of
+PyTorch's generic elementwise kernel (a broadcast operand, strided_rows) and the float32 layer
+norms of the GPT, BERT and ViT steps, forward and forward + backward (norm_rows: rows of 384 and
+768 columns, where a block's time a row shows beside the bytes').
 torch_simhpu.simulation.part_fit splits it: within each group of alike rows, every other
 size is held out. The constants of h100-sxm (memory and matrix
 efficiencies, the memory classes' traffic and floors, each attention backend's curves, TF32,
@@ -70,7 +72,7 @@ def calibration_rows(path: Path = CALIBRATION) -> list[dict]:
                          "beside the checkout)")
     rows = json.loads(path.read_text())["rows"]
     if path == CALIBRATION:
-        rows += json.loads(CALIBRATION_EXTRA.read_text())["rows"] + strided_rows(STEP_KERNELS_H100)
+        rows += json.loads(CALIBRATION_EXTRA.read_text())["rows"] + step_kernel_rows(STEP_KERNELS_H100)
     return rows
 
 
@@ -103,6 +105,50 @@ def strided_rows(path: Path) -> list[dict]:
                              seconds=op["device_us"] * 1e-6 / op["calls"],
                              timing=f"kernels: the part's own time for them in the {step['model']} step ({path.name})"))
     return rows
+
+
+_LAYER_NORM_KERNELS = {"forward": "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<",
+                       "backward": ("void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<",
+                                    "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<")}
+
+
+def norm_rows(path: Path) -> list[dict]:
+    """The layer norms of a step-kernels file as part_measure's layer norm rows: the forward's
+    kernels' time a call, and the forward's with the backward's at the same shape (a backward
+    whose only kernels are its input's gradient and the gamma/beta one: no partial sums). The
+    kernels' template says the elements' type (the steps' norms run float32 under autocast)."""
+    from torch_simhpu.simulation import part_measure
+    forward_call, both_call = (c for c in part_measure.ROWWISE if c.startswith("F.layer_norm"))
+    rows = []
+    for step in json.loads(path.read_text())["steps"]:
+        forward, backward = {}, {}
+        for op in step["operators"]:
+            kernels = list(op["kernels"])
+            if not op["shapes"] or not kernels:
+                continue
+            shape = tuple(op["shapes"][0])
+            if op["op"] == "aten::native_layer_norm" and all(k.startswith(_LAYER_NORM_KERNELS["forward"]) for k in kernels):
+                forward[shape] = (op["device_us"] * 1e-6 / op["calls"], kernels[0])
+            elif op["op"] == "aten::native_layer_norm_backward" and \
+                    all(k.startswith(_LAYER_NORM_KERNELS["backward"]) for k in kernels):
+                backward[shape] = op["device_us"] * 1e-6 / op["calls"]
+        for shape, (seconds, kernel) in forward.items():
+            element = kernel[len(_LAYER_NORM_KERNELS["forward"]):].split(",")[0]
+            dtype = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}.get(element)
+            if dtype is None:
+                continue
+            timing = f"kernels: the part's own time for them in the {step['model']} step ({path.name})"
+            rows.append(dict(kind="memory-bound", call=forward_call, dtype=dtype, shape=list(shape), seconds=seconds,
+                             timing=timing))
+            if shape in backward:
+                rows.append(dict(kind="memory-bound", call=both_call, dtype=dtype, shape=list(shape),
+                                 seconds=seconds + backward[shape], timing=timing))
+    return rows
+
+
+def step_kernel_rows(path: Path) -> list[dict]:
+    """The calls of a step-kernels file the fit takes as rows (strided elementwise calls, layer norms)."""
+    return strided_rows(path) + norm_rows(path)
 
 
 def host_rows(rows: list[dict]) -> list[dict]:
@@ -197,8 +243,8 @@ def main(argv=None) -> int:
         profile["sources"] = [source, *(s for s in profile["sources"] if not s.startswith("Fitted by benchmarks/part_"))]
         PROFILE.write_text(profile_text(profile))
         print(f"wrote {PROFILE}")
-    strided = part_fit.evaluate(strided_rows(STEP_KERNELS_H200), _family_member(profile, "h200"))
-    print_table("held out: the second H200's strided elementwise calls in its steps (priced by h200)",
+    strided = part_fit.evaluate(step_kernel_rows(STEP_KERNELS_H200), _family_member(profile, "h200"))
+    print_table("held out: the second H200's strided elementwise calls and layer norms in its steps (priced by h200)",
                 table(strided), args.markdown)
     print_rows(strided, kinds=("memory-bound",))
     for title, (path, name) in HELD_OUT.items():

@@ -59,7 +59,8 @@ struct KernelTraits {
   // The kernels this launch stands for on the part (a multi-tensor apply's chunks), >= 1.
   int64_t kernels = 1;
   // A column reduction's reduced rows: each output's chain of adds; a channels-first
-  // batch norm's elements its blocks walk in turn (0: not one).
+  // batch norm's elements its blocks walk in turn; a layer or RMS norm's rows (its
+  // forward's, a block each; its backward's gamma/beta chain) (0: not one).
   int64_t reduced_rows = 0;
   // Elements a row-wise kernel's operator first copies into contiguous memory:
   // PyTorch's CUDA norms and softmaxes take their rows contiguous, so a strided

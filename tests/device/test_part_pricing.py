@@ -207,6 +207,57 @@ def test_the_time_an_operands_offset_takes_is_fitted_on_the_calls_that_compute_t
     assert part_fit._offset_seconds(truth, []) is None
 
 
+def _with_norm_steps(forward, backward, traffic=None):
+    base = part("h100-sxm")
+    classes = dict(base["memory_classes"])
+    for cls, step in (("norm", forward), ("norm_backward", backward)):
+        classes[cls] = dict(classes.get(cls, {}), row_step=step, **({"traffic": traffic} if traffic else {}))
+    return dict(base, memory_classes=classes)
+
+
+@pytest.mark.parametrize("shape, normalized, weight, forward_rows, backward_rows", [
+    ((128, 196, 384), 1, True, 128 * 196, 128 * 196),  # 12 blocks of 32 columns, one wave: the rows in turn
+    ((4096, 32768), 1, True, 4096, 4 * 4096),          # 1024 blocks, two a unit on 132 units: four waves
+    ((100000, 256), 1, True, 100000, 0),               # many rows, few columns: the rows split over blocks too
+    ((64, 16, 24), 2, True, 64, 64),                   # a normalized shape of two dimensions
+    ((8192, 768), 1, False, 8192, 0),                  # no weight: no gamma/beta kernel
+])
+def test_a_layer_norm_pays_a_time_a_row_and_its_backward_walks_its_rows_in_a_chain(
+        shape, normalized, weight, forward_rows, backward_rows):
+    # (PyTorch's CUDA layer norm runs a block a row: an H100 and an H200 took the same 53 us for a
+    # float32 [25088, 384]; its backward's gamma/beta kernel walks the rows, 113 us on both)
+    def layer_norm(backward):
+        def make():
+            x = torch.empty(*shape, device="simhpu", requires_grad=backward)
+            w = torch.ones(shape[-normalized:], device="simhpu", requires_grad=backward) if weight else None
+            if not backward:
+                return lambda: F.layer_norm(x, shape[-normalized:], w)
+            y = F.layer_norm(x, shape[-normalized:], w)
+            g = torch.ones_like(y)
+            return lambda: torch.autograd.grad(y, (x, w) if weight else (x,), g, retain_graph=True)
+        return make
+    without, forward_step, backward_step = _with_norm_steps(0.0, 0.0), _with_norm_steps(1e-9, 0.0), _with_norm_steps(0.0, 1e-9)
+    added = device_seconds(layer_norm(False), forward_step) - device_seconds(layer_norm(False), without)
+    assert added == pytest.approx(forward_rows * 1e-9, rel=0.01)
+    added = device_seconds(layer_norm(True), backward_step) - device_seconds(layer_norm(True), without)
+    assert added == pytest.approx(backward_rows * 1e-9, rel=0.01, abs=1e-10)
+
+
+def test_a_layer_norms_traffic_and_row_step_are_fitted_together():
+    # rows made by a profile with a known traffic and time a row: the fit finds both again
+    truth = _with_norm_steps(0.6e-9, 2e-9, traffic=1.6)
+    cases = [dict(kind="memory-bound", call=call, dtype=dtype, shape=shape,
+                  timing="kernels: the part's own time", seconds=1.0)
+             for call in part_measure.ROWWISE if call.startswith("F.layer_norm")
+             for dtype, shape in (("float32", [25088, 384]), ("float32", [8192, 768]), ("bfloat16", [4096, 8192]))]
+    rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, part_fit.check(truth))]
+    forward = [r for r in rows if not r["call"].endswith("backward")]
+    traffic, row_step = part_fit._traffic_and_row_step(_with_norm_steps(0.0, 2e-9), "norm", forward)
+    assert traffic == pytest.approx(1.6, rel=0.05)
+    assert row_step == pytest.approx(0.6e-9, rel=0.05)
+    assert "norm" in part_fit.ROW_STEP_CLASSES and "norm_backward" in part_fit.ROW_STEP_CLASSES
+
+
 def test_a_norm_of_a_strided_input_is_priced_with_the_copy_its_part_makes_first():
     def layer_norm(strided):
         def make():

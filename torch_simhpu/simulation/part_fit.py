@@ -75,8 +75,13 @@ def call_class(case: dict | None, profile: dict) -> str | None:
     return cls
 
 
-# Classes whose kernels walk rows in a chain: their traffic and their time a row fitted together.
+# Classes whose kernels walk rows in a chain: their traffic and their time a row fitted together
+# (on one part: a chain's time is the die's, which a family member shares).
 CHAINED_CLASSES = ("column_reduction", "batch_norm", "batch_norm_backward")
+# Classes that pay a time a row besides their bytes': the chained ones, and the row-wise norms
+# (PyTorch's CUDA layer norm runs a block a row; its backward's gamma/beta kernel walks the rows
+# in a chain), whose traffic and rate the family's two parts then fit as other classes'.
+ROW_STEP_CLASSES = CHAINED_CLASSES + ("norm", "norm_backward")
 CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
 
 
@@ -440,7 +445,7 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
             selected = [row for row in of_class if _size(row) >= least]
             # (solved for, not scaled by the rows' ratio: a backward class's rows are timed forward +
             # backward, and only its share of their time moves with its traffic)
-            fitted = _traffic_and_row_step(profile, cls, selected, chained=cls in CHAINED_CLASSES)
+            fitted = _traffic_and_row_step(profile, cls, selected, chained=cls in ROW_STEP_CLASSES)
             if fitted is not None:
                 entry = classes.setdefault(cls, {})
                 before = (entry.get("traffic", 1.0), entry.get("row_step", 0.0))
@@ -532,7 +537,8 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         notes.append(f"an operand's offset in PyTorch's generic elementwise kernel "
                      f"{profile['strided_elementwise'] * 1e12:.2f} ps (broadcast and strided operands)")
     for cls, entry in sorted(profile.get("memory_classes", {}).items()):
-        step = f", a row in a chain {entry['row_step'] * 1e9:.3f} ns" if entry.get("row_step") else ""
+        chain = " in a chain" if cls in CHAINED_CLASSES or cls == "norm_backward" else ""
+        step = f", a row{chain} {entry['row_step'] * 1e9:.3f} ns" if entry.get("row_step") else ""
         notes.append(f"class {cls}: traffic {entry.get('traffic', 1.0):.2f}x, floor {entry.get('floor', 0) * 1e6:.2f} us{step}")
     return profile, notes
 
