@@ -116,7 +116,12 @@ def main(argv=None) -> int:
         measured = measured_classes(step)
         print(f"\n{step['model']}: wall {step['wall_seconds'] * 1e3:.2f} ms measured, {priced['wall'] * 1e3:.2f} priced; "
               f"device busy {step['busy_seconds'] * 1e3:.2f} / {priced['busy'] * 1e3:.2f} ms; "
+              f"kernels {step['kernel_seconds'] * 1e3:.2f} / {sum(priced['classes'].values()) * 1e3:.2f} ms; "
               f"launches {step['launches']} / {priced['launches']}")
+        if step["busy_seconds"] > step["kernel_seconds"] * 1.001:
+            # (a file recorded before step_kernels.py left user annotations out of the busy time)
+            print("    (the part's busy time exceeds its kernels' sum: it counts spans other than kernels', annotations' most likely; "
+                  "hold the kernels' sums)")
         for cls in sorted(set(measured) | set(priced["classes"]), key=lambda c: -measured.get(c, 0.0)):
             m, p = measured.get(cls, 0.0), priced["classes"].get(cls, 0.0)
             ratio = f"{p / m:6.2f}x" if m > 0 else "   -   "

@@ -97,7 +97,11 @@ def profile_step(name: str, device: str, scale: str) -> dict:
             k["launches"] += 1
             k["device_us"] += kernel.duration
     for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
+        # (the device's own work: a user annotation, record_function's range mirrored on the device's
+        # timeline - the optimizer's step, a module's forward - spans the idle gaps between its kernels
+        # and is the likeliest reason the files before 2026-12-07 say a step was busier than its
+        # kernels' sum, which no set of kernels can be)
+        if event.device_type == torch.autograd.DeviceType.CUDA and not getattr(event, "is_user_annotation", False):
             intervals.append((event.time_range.start, event.time_range.end))
     ops = sorted(operators.values(), key=lambda e: -e["device_us"])
     return dict(model=name, scale=scale, wall_seconds=wall,
