@@ -516,11 +516,7 @@ namespace {
 // dimension, stride 0, is the same memory again), as launch pricing counts.
 double distinct_bytes(const at::Tensor& t) {
   if (!t.defined() || t.dim() == 0) return 0;  // (a 0-dim operand is the kernel's argument)
-  double elements = 1;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.stride(d) != 0 || t.size(d) == 0) elements *= static_cast<double>(t.size(d));
-  }
-  return elements * static_cast<double>(t.element_size());
+  return distinct_elements(t.sizes(), t.strides()) * static_cast<double>(t.element_size());
 }
 
 } // namespace

@@ -6,12 +6,24 @@
 // left open are worked out from the record by whoever reads it. Light enough
 // for every generated adapter to include.
 #include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 namespace simhpu {
+
+// The elements a kernel reads or writes of a tensor of these sizes and strides: each
+// distinct one once (a dimension of stride 0 - a broadcast input, a reduction's output
+// seen over its input's shape - is the same memory again).
+inline double distinct_elements(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  double elements = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (strides[d] != 0 || sizes[d] == 0) elements *= static_cast<double>(sizes[d]);
+  }
+  return elements;
+}
 
 enum class Work : uint8_t {
   Vector,      // elementwise, reductions, anything not said otherwise

@@ -22,15 +22,8 @@ void add_tensor(TensorTotals& totals, const DeviceTensor& t) {
   if (t.dtype == c10::ScalarType::Undefined || t.same_as >= 0) return;  // (a tensor passed twice is read once)
   const double n = static_cast<double>(t.numel());
   totals.any = true;
-  if (t.dim() > 0) {
-    // (a 0-dim operand is priced as a kernel argument, as a Python number is; a
-    // dimension of stride 0 - a broadcast input, a reduction's output seen over
-    // its input's shape - is the same memory again, read or written once)
-    double distinct = 1;
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      if (t.strides[d] != 0 || t.sizes[d] == 0) distinct *= static_cast<double>(t.sizes[d]);
-    }
-    totals.bytes += distinct * static_cast<double>(c10::elementSize(t.dtype));
+  if (t.dim() > 0) {  // (a 0-dim operand is priced as a kernel argument, as a Python number is)
+    totals.bytes += distinct_elements(t.sizes, t.strides) * static_cast<double>(c10::elementSize(t.dtype));
   }
   totals.largest = std::max(totals.largest, n);
   const bool floating = c10::isFloatingType(t.dtype) || c10::isComplexType(t.dtype);
