@@ -10,9 +10,11 @@ real H100 SXM, torch 2.11 + CUDA 13) with benchmarks/measurements/h100-sxm-2026-
 with three input channels or channels_last, attention at 128-256 keys; none at a training
 step's shapes) and, from the third H100's steps (their kernels' own times in
 step-kernels-h100-sxm-2026-11-28.json; the second H200's are held out): the four calls of
-PyTorch's generic elementwise kernel (a broadcast operand, strided_rows) and the float32 layer
+PyTorch's generic elementwise kernel (a broadcast operand, strided_rows), the float32 layer
 norms of the GPT, BERT and ViT steps, forward and forward + backward (norm_rows: rows of 384 and
-768 columns, where a block's time a row shows beside the bytes').
+768 columns, where a block's time a row shows beside the bytes'), and the four steps' cuDNN
+attention (attention_rows: 196 to 2048 keys at a step's batch, where a wave of blocks' fixed time
+shows beside the FLOPs'). A step's kernels are all fitted on, not split.
 torch_simhpu.simulation.part_fit splits it: within each group of alike rows, every other
 size is held out. The constants of h100-sxm (memory and matrix
 efficiencies, the memory classes' traffic and floors, each attention backend's curves, TF32,
@@ -146,9 +148,45 @@ def norm_rows(path: Path) -> list[dict]:
     return rows
 
 
+_ATTENTION_KERNELS = ("cudnn_generated_fort_native_sdpa_", "void cudnn::fusion::", "Memset (Device)")
+
+
+def attention_rows(path: Path) -> list[dict]:
+    """The default SDPA calls of a step-kernels file (cuDNN's, as PyTorch took it there) as
+    part_measure's attention rows: the forward's kernels' time a call, and the forward's with the
+    backward's (its dot(dO, O) and dQ conversion kernels included). Whether the mask was causal is
+    the model's (model_zoo.CAUSAL); the shapes are the queries' and the keys'."""
+    from torch_simhpu import model_zoo
+    from torch_simhpu.simulation import part_measure
+    rows = []
+    for step in json.loads(path.read_text())["steps"]:
+        if step["model"] not in model_zoo.CAUSAL:
+            continue
+        forward, backward = {}, {}
+        for op in step["operators"]:
+            if len(op["shapes"]) < 2 or not all(k.startswith(_ATTENTION_KERNELS) for k in op["kernels"]):
+                continue
+            shapes = (tuple(op["shapes"][0]), tuple(op["shapes"][1]))
+            if op["op"] == "aten::_cudnn_attention_forward":
+                forward[shapes] = op["device_us"] * 1e-6 / op["calls"]
+            elif op["op"] == "aten::_cudnn_attention_backward":  # (its gradient first: the queries after)
+                backward[(tuple(op["shapes"][1]), tuple(op["shapes"][2]))] = op["device_us"] * 1e-6 / op["calls"]
+        for (q, k), seconds in forward.items():
+            if len(q) != 4 or len(k) != 4:
+                continue
+            case = dict(kind="attention", backend="default", dtype="bfloat16", batch=q[0], heads=q[1], kv_heads=k[1],
+                        seq=q[2], head_dim=q[3], causal=model_zoo.CAUSAL[step["model"]],
+                        timing=f"kernels: the part's own time for them in the {step['model']} step ({path.name})")
+            rows.append(dict(case, call=part_measure.SDPA_F, seconds=seconds))
+            if (q, k) in backward:
+                rows.append(dict(case, call=part_measure.SDPA_FB, seconds=seconds + backward[(q, k)]))
+    return rows
+
+
 def step_kernel_rows(path: Path) -> list[dict]:
-    """The calls of a step-kernels file the fit takes as rows (strided elementwise calls, layer norms)."""
-    return strided_rows(path) + norm_rows(path)
+    """The calls of a step-kernels file the fit takes as rows (strided elementwise calls, layer norms,
+    attention)."""
+    return strided_rows(path) + norm_rows(path) + attention_rows(path)
 
 
 def host_rows(rows: list[dict]) -> list[dict]:
@@ -244,9 +282,9 @@ def main(argv=None) -> int:
         PROFILE.write_text(profile_text(profile))
         print(f"wrote {PROFILE}")
     strided = part_fit.evaluate(step_kernel_rows(STEP_KERNELS_H200), _family_member(profile, "h200"))
-    print_table("held out: the second H200's strided elementwise calls and layer norms in its steps (priced by h200)",
-                table(strided), args.markdown)
-    print_rows(strided, kinds=("memory-bound",))
+    print_table("held out: the second H200's strided elementwise calls, layer norms and attention in its steps "
+                "(priced by h200)", table(strided), args.markdown)
+    print_rows(strided, kinds=("memory-bound", "attention"))
     for title, (path, name) in HELD_OUT.items():
         measured = json.loads(path.read_text())
         # the fitted constants apply to the family: the H200 inherits them (from the fitted profile, not

@@ -16,6 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 MODELS = ("gpt", "llama", "vit", "bert", "resnet")
+# Whether each transformer's attention is causal (the language models' decoders are; an encoder's
+# and a vision transformer's are not).
+CAUSAL = {"gpt": True, "llama": True, "bert": False, "vit": False}
 
 
 class RMSNorm(nn.Module):
@@ -88,7 +91,7 @@ class VisionTransformer(nn.Module):
         self.patch = nn.Conv2d(3, width, patch, stride=patch)
         tokens = (image // patch) ** 2
         self.position = nn.Parameter(torch.randn(tokens, width) * 0.02)
-        self.blocks = nn.ModuleList(Block(width, heads, heads, 4 * width, False, False) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(width, heads, heads, 4 * width, CAUSAL["vit"], False) for _ in range(layers))
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, classes)
 
@@ -140,17 +143,17 @@ def _config(name: str, scale: str):
     if name == "gpt":
         vocab, seq, batch = (50304, 1024, 8) if gpu else (512, 64, 8)
         model = LanguageModel(vocab, 768 if gpu else 128, 12 if gpu else 2, 12 if gpu else 4, 12 if gpu else 4,
-                              3072 if gpu else 512, seq)
+                              3072 if gpu else 512, seq, causal=CAUSAL[name])
         return model, ("tokens", vocab, batch, seq)
     if name == "llama":
         vocab, seq, batch = (32000, 2048, 4) if gpu else (512, 64, 4)
         model = LanguageModel(vocab, 2048 if gpu else 128, 8 if gpu else 2, 16 if gpu else 4, 4 if gpu else 2,
-                              5632 if gpu else 384, seq, llama=True)
+                              5632 if gpu else 384, seq, causal=CAUSAL[name], llama=True)
         return model, ("tokens", vocab, batch, seq)
     if name == "bert":
         vocab, seq, batch = (30528, 512, 16) if gpu else (512, 64, 8)
         model = LanguageModel(vocab, 768 if gpu else 128, 12 if gpu else 2, 12 if gpu else 4, 12 if gpu else 4,
-                              3072 if gpu else 512, seq, causal=False)
+                              3072 if gpu else 512, seq, causal=CAUSAL[name])
         return model, ("tokens", vocab, batch, seq)
     if name == "vit":
         image, batch = (224, 128) if gpu else (32, 8)

@@ -69,11 +69,11 @@ struct LaunchWork {
   int64_t gemm_batch = 0, gemm_m = 0, gemm_n = 0, gemm_k = 0;
   // A fused attention kernel: its pass (0: not one, 1: forward, 2: backward),
   // whether its mask is causal, the keys' sequence length, the queries' and the
-  // head dim (0: not known).
+  // head dim, and its heads (the queries' batch x heads) (0: not known).
   uint8_t attention_pass = 0;
   bool attention_causal = false;
   int64_t attention_sequence = 0;
-  int64_t attention_queries = 0, attention_head_dim = 0;
+  int64_t attention_queries = 0, attention_head_dim = 0, attention_heads = 0;
 };
 
 // Says what the next launch on this thread does. Call it only while observers

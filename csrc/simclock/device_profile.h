@@ -28,6 +28,11 @@ struct AttentionCurve {
   int64_t query_tile = 0, key_tile = 0;
   int64_t head_dim = 0;  // (0: rates for any head dim)
   double head_dim_exponent = 0;
+  // What each wave of the kernel's blocks (one a unit) takes besides its FLOPs: a block's
+  // prologue and epilogue (loading its tile, writing its output), which short sequences,
+  // a few tiles a block, pay in full (seconds; 0: none). The forward's blocks are query
+  // tiles, the backward's key tiles.
+  double wave_time = 0;
   bool known() const { return !sequence.empty(); }
 };
 

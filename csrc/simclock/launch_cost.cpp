@@ -119,7 +119,15 @@ std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProf
   }
   const int64_t queries = cost.attention_queries > 0 ? cost.attention_queries : cost.attention_sequence;
   const double tiles = whole_tiles(queries, curve.query_tile) * whole_tiles(cost.attention_sequence, curve.key_tile);
-  return cost.flops * tiles * (cost.attention_causal ? 0.5 : 1.0) / rate;
+  double waves = 0;
+  if (curve.wave_time > 0 && cost.attention_heads > 0 && p.matrix_units > 0) {
+    // (a forward's block a query tile, a backward's a key tile: cuDNN's and FlashAttention's kernels)
+    const int64_t tile = cost.attention_pass == 1 ? curve.query_tile : curve.key_tile;
+    const int64_t along = cost.attention_pass == 1 ? queries : cost.attention_sequence;
+    const int64_t blocks = cost.attention_heads * (tile > 0 ? (along + tile - 1) / tile : 1);
+    waves = static_cast<double>((blocks + p.matrix_units - 1) / p.matrix_units);
+  }
+  return cost.flops * tiles * (cost.attention_causal ? 0.5 : 1.0) / rate + waves * curve.wave_time;
 }
 
 // The dimension a tensor's elements run along in memory: its dimension of the

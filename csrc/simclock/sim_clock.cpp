@@ -524,6 +524,7 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     work.attention_sequence = matrix->sequence;
     work.attention_queries = matrix->queries;
     work.attention_head_dim = matrix->head_dim;
+    work.attention_heads = matrix->heads;
     describe_next_launch(work);
     next_traits = KernelTraits{};
     next_traits->attention_backend = static_cast<AttentionBackend>(matrix->attention_backend);

@@ -55,6 +55,70 @@ def test_sdpa_is_priced_by_the_backend_pytorch_would_take_on_the_part():
     assert device_seconds(sdpa(head_dim=256)) == pytest.approx(_forced_flash(256), rel=1e-6)
 
 
+def _with_wave_times(forward, backward):
+    base = copy.deepcopy(part("h100-sxm"))
+    base["attention"]["cudnn"]["forward"]["wave_time"] = forward
+    base["attention"]["cudnn"]["backward"]["wave_time"] = backward
+    return base
+
+
+def _attention_call(shape, kv_heads, backward):
+    batch, heads, seq, head_dim = shape
+
+    def make():
+        q = torch.empty(batch, heads, seq, head_dim, device="simhpu", dtype=torch.bfloat16, requires_grad=backward)
+        k, v = (torch.empty(batch, kv_heads, seq, head_dim, device="simhpu", dtype=torch.bfloat16,
+                            requires_grad=backward) for _ in range(2))
+        call = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)  # noqa: E731
+        if not backward:
+            return call
+        g = torch.ones(batch, heads, seq, head_dim, device="simhpu", dtype=torch.bfloat16)
+        return lambda: torch.autograd.grad(call(), (q, k, v), g)
+    return make
+
+
+@pytest.mark.parametrize("shape, kv_heads, waves", [
+    ((128, 6, 196, 64), 6, 24),     # a ViT-S's: 768 heads x 4 tiles of 64 = 3072 blocks, 24 waves on 132 units
+    ((16, 12, 512, 64), 12, 12),    # a BERT's: 192 x 8 = 1536 blocks, the same FLOPs in half the waves
+    ((4, 16, 2048, 128), 4, 16),    # grouped keys: the queries' heads, 64 x 32 = 2048 blocks
+])
+def test_a_fused_attentions_blocks_pay_a_wave_time_besides_their_flops(shape, kv_heads, waves):
+    # (cuDNN's forward on an H100 and an H200: 47 us for a ViT-S's attention, 38 for a BERT's, whose
+    # padded tiles are as many: its forward's blocks are query tiles, its backward's key tiles, 64 each here)
+    none = _with_wave_times(0.0, 0.0)
+    forward = _attention_call(shape, kv_heads, backward=False)
+    added = device_seconds(forward, _with_wave_times(1e-6, 0.0)) - device_seconds(forward, none)
+    assert added == pytest.approx(waves * 1e-6, rel=0.01)
+    both = _attention_call(shape, kv_heads, backward=True)
+    added = device_seconds(both, _with_wave_times(0.0, 1e-6)) - device_seconds(both, none)
+    assert added == pytest.approx(waves * 1e-6, rel=0.01)
+    # a part whose units the profile does not count prices no waves
+    unitless = {k: v for k, v in _with_wave_times(1e-6, 1e-6).items() if k != "matrix_units"}
+    assert device_seconds(forward, unitless) == pytest.approx(device_seconds(forward, {k: v for k, v in none.items()
+                                                                                        if k != "matrix_units"}))
+
+
+def test_a_wave_time_is_fitted_on_a_steps_attention_kernels_and_its_curves_net_of_it():
+    truth = part_fit.check(_with_wave_times(0.7e-6, 2.2e-6))
+    cases = [dict(kind="attention", call=call, backend="default", dtype="bfloat16", batch=batch, heads=heads,
+                  kv_heads=heads, seq=seq, head_dim=64, causal=False, timing="kernels: the part's own time", seconds=1.0)
+             for call in (part_measure.SDPA_F, part_measure.SDPA_FB)
+             for batch, heads, seq in ((128, 6, 196), (16, 12, 512), (8, 12, 1024))]
+    rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, truth)]
+    fitted = _with_wave_times(0.0, 0.0)
+    notes = part_fit._fit_wave_times(fitted, rows)
+    assert fitted["attention"]["cudnn"]["forward"]["wave_time"] == pytest.approx(0.7e-6, rel=0.02)
+    assert fitted["attention"]["cudnn"]["backward"]["wave_time"] == pytest.approx(2.2e-6, rel=0.02)
+    assert any("a wave of blocks" in note for note in notes)
+    # a step's kernels are all fitted on; rows of one wave count cannot tell the wave's time
+    assert part_fit.split(rows)[0] == rows
+    alike = _with_wave_times(0.0, 0.0)
+    part_fit._fit_wave_times(alike, [r for r in rows if r["seq"] == 196])
+    assert alike["attention"]["cudnn"]["forward"]["wave_time"] == 0.0
+    with pytest.raises(ProfileError, match=r"attention\.cudnn\.forward\.wave_time"):
+        load_profile(_with_wave_times(1.0, 0.0))
+
+
 def _forced_flash(head_dim):
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         return device_seconds(sdpa(head_dim=head_dim))

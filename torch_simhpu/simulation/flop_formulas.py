@@ -27,9 +27,9 @@ _ATTENTION = {
 }
 
 
-def _attention(name: str, args: list) -> tuple[int, bool, int, int, int] | None:
-    """(pass, causal, the keys' sequence length, the head dim, the queries' sequence length) of a fused
-    attention kernel, for its curve and its tiles (launch_cost.cpp)."""
+def _attention(name: str, args: list) -> tuple[int, bool, int, int, int, int] | None:
+    """(pass, causal, the keys' sequence length, the head dim, the queries' sequence length, the queries'
+    batch x heads) of a fused attention kernel, for its curve, its tiles and its blocks (launch_cost.cpp)."""
     if name not in _ATTENTION:
         return None
     direction, causal_at = _ATTENTION[name]
@@ -37,7 +37,10 @@ def _attention(name: str, args: list) -> tuple[int, bool, int, int, int] | None:
         # (a backward's first argument is the output's gradient)
         query, key = (args[1], args[2]) if direction == 2 else (args[0], args[1])
         causal = bool(args[causal_at]) if causal_at < len(args) else False
-        return direction, causal, int(key.shape[-2]), int(query.shape[-1]), int(query.shape[-2])
+        heads = 1
+        for size in query.shape[:-2]:
+            heads *= int(size)
+        return direction, causal, int(key.shape[-2]), int(query.shape[-1]), int(query.shape[-2]), heads
     except (AttributeError, IndexError, TypeError, ValueError):
         return None
 
@@ -196,8 +199,9 @@ def _install_flop_formulas() -> None:
             backend = _attention_backend(name, args)
             if backend == "math":  # the part runs it unfused: matrix work at the GEMMs' rate
                 return counted
-            direction, causal, keys, head_dim, queries = attention
-            described["attention"] = (direction, causal, keys, kernel_choice.BACKENDS.index(backend), head_dim, queries)
+            direction, causal, keys, head_dim, queries, heads = attention
+            described["attention"] = (direction, causal, keys, kernel_choice.BACKENDS.index(backend), head_dim, queries,
+                                      heads)
         if _tf32(name, args):
             described["tf32"] = True
         if "convolution" in name:  # (cuDNN's kernels: the profile's convolution efficiency, not a GEMM's waves)

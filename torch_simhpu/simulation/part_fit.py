@@ -231,12 +231,15 @@ def error(priced: float, measured: float) -> float:
 
 def split(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """(fitted on, held out): within each group of alike rows (kind, call, dtype, backend,
-    causal) every other row by size is held out, the smallest and largest kept for the fit."""
+    causal) every other row by size is held out, the smallest and largest kept for the fit. A
+    step's kernels timed alone are all fitted on (another part's steps hold them out)."""
     groups: dict[tuple, list[dict]] = {}
+    fit_rows, held = [row for row in rows if _kernels_alone(row)], []
     for row in rows:
+        if _kernels_alone(row):
+            continue
         key = (row["kind"], row["call"], row.get("dtype"), row.get("backend"), row.get("causal"), row.get("head_dim"))
         groups.setdefault(key, []).append(row)
-    fit_rows, held = [], []
     for group in groups.values():
         group.sort(key=_size)
         for i, row in enumerate(group):
@@ -416,8 +419,26 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
         notes.append(f"host link {statistics.median(pageable) / 1e9:.1f} GB/s pageable")
 
     attention = [(row, case) for row, case in cases if case["kind"] == "attention"]
+    # (a step's attention kernels, timed alone: short sequences at a training step's batch, the rows
+    # that tell a wave of blocks' fixed time from the FLOPs' rate; the curves are the other rows')
+    in_steps = [(row, case) for row, case in attention if _kernels_alone(row)]
+    attention = [(row, case) for row, case in attention if not _kernels_alone(row)]
     if attention:
-        _fit_attention(profile, attention, notes)
+        # (from no waves' time, whatever the base profile says: the fit is then the rows' alone)
+        for curves in profile.get("attention", {}).values():
+            for curve in (curves.values() if isinstance(curves, dict) else ()):
+                if isinstance(curve, dict):
+                    curve.pop("wave_time", None)
+        curve_notes, waves_notes, before = [], [], None
+        _fit_attention(profile, attention, curve_notes)
+        for _ in range(12 if in_steps else 0):  # (the curves net of the waves' time, and the waves' time net of them)
+            waves_notes, curve_notes = _fit_wave_times(profile, [row for row, _ in in_steps]), []
+            _fit_attention(profile, attention, curve_notes)
+            now = _wave_times(profile)
+            if before is not None and all(abs(a - b) <= 0.005 * max(a, 1e-9) for a, b in zip(now, before)):
+                break
+            before = now
+        notes += curve_notes + waves_notes
 
     # "Large" is relative to the part: a GPU's elementwise rows reach 1<<28 elements, a CPU's 1<<22.
     elementwise_sizes = [_size(c) for _, c in cases if c["kind"] == "memory-bound"]
@@ -827,12 +848,76 @@ def _matrix_efficiency_rows(cases: list[tuple[dict, dict]]) -> list[dict]:
 _NOISE_FLOOR = 0.2
 
 
+def _kernels_alone(row: dict) -> bool:
+    """A row timed as its kernels' own time (a step-kernels file's), not around its call."""
+    return str(row.get("timing", "")).startswith("kernels")
+
+
+def _waves(profile: dict, rows: list[dict], backend: str, direction: str) -> list[float | None]:
+    """Each row's waves of `direction`'s blocks on `backend`, as launch pricing counts them (priced
+    with a wave a microsecond and with none: the difference)."""
+    def priced(wave_time):
+        trial = copy.deepcopy(profile)
+        curve = trial.get("attention", {}).get(backend, {}).get(direction)
+        if curve is None:
+            return [None] * len(rows)
+        curve["wave_time"] = wave_time
+        return [r["priced"] for r in evaluate(rows, trial)]
+    return [None if a is None or b is None else max(0.0, (b - a) / 1e-6) for a, b in zip(priced(0.0), priced(1e-6))]
+
+
+def _wave_times(profile: dict) -> list[float]:
+    """Every attention curve's wave time, in a fixed order."""
+    return [profile.get("attention", {}).get(b, {}).get(d, {}).get("wave_time", 0.0)
+            for b in kernel_choice.BACKENDS for d in ("forward", "backward")]
+
+
+def _fit_wave_times(profile: dict, rows: list[dict]) -> list[str]:
+    """Each backend's time a wave of its blocks takes besides its FLOPs (forward, then backward),
+    from kernel-timed rows: the least-squares (relative) fit of measured = rest + waves x wave time,
+    >= 0. Rows of one wave count do not tell it from the rate: then none is set."""
+    notes = []
+    for backend in kernel_choice.BACKENDS:
+        for direction, call in (("forward", part_measure.SDPA_F), ("backward", part_measure.SDPA_FB)):
+            curve = profile.get("attention", {}).get(backend, {}).get(direction)
+            mine = [row for row in rows if normalised(row) and normalised(row)["call"] == call
+                    and _backend_of(profile, normalised(row)) == backend]
+            if curve is None or not mine:
+                continue
+            waves = _waves(profile, mine, backend, direction)
+            without = copy.deepcopy(profile)
+            without["attention"][backend][direction]["wave_time"] = 0.0
+            points = [(w, r["priced"], r["row"]["seconds"]) for w, r in zip(waves, evaluate(mine, without))
+                      if w and r["priced"]]
+            if len({w for w, _, _ in points}) < 2:
+                continue
+            num = sum(w * (t - rest) / (t * t) for w, rest, t in points)
+            den = sum(w * w / (t * t) for w, rest, t in points)
+            curve["wave_time"] = min(1e-4, max(0.0, num / den))
+            notes.append(f"attention {backend} {direction}: a wave of blocks {curve['wave_time'] * 1e6:.2f} us "
+                         f"besides its FLOPs ({len(points)} rows of a step's kernels)")
+    return notes
+
+
 def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: list[str]) -> None:
     """Each backend's curves from its rows: forward rows give the forward's attained FLOP/s; a
-    forward + backward row less the forward of the same shape gives the backward's."""
+    forward + backward row less the forward of the same shape gives the backward's. A curve with a
+    wave time attains its rate net of its waves' (launch_cost.cpp)."""
     from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
     curves: dict[str, dict] = {}
     forward_seconds = {}
+    waves_time = {}  # id(row) -> (the forward's waves' time, the backward's)
+    for backend, given in profile.get("attention", {}).items():
+        if not isinstance(given, dict):
+            continue
+        mine = [row for row, case in attention if _backend_of(profile, case) == backend]
+        by_direction = []
+        for direction in ("forward", "backward"):
+            wave_time = given.get(direction, {}).get("wave_time", 0.0)
+            by_direction.append([w * wave_time if w and wave_time else 0.0
+                                 for w in (_waves(profile, mine, backend, direction) if wave_time else [0.0] * len(mine))])
+        for row, forward, backward in zip(mine, *by_direction):
+            waves_time[id(row)] = (forward, backward)
     for row, case in attention:
         if case["call"] == part_measure.SDPA_F:
             forward_seconds[_shape_key(case)] = row["seconds"]
@@ -843,13 +928,14 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
         backend = _backend_of(profile, case)
         q = (case["batch"], case["heads"], case["seq"], case["head_dim"])
         flops = sdpa_flop_count(q, q, q)
+        forward_waves, backward_waves = waves_time.get(id(row), (0.0, 0.0))
         if case["call"] == part_measure.SDPA_F:
-            seconds, direction = row["seconds"], "forward"
+            seconds, direction = row["seconds"] - forward_waves, "forward"
         else:
             if _shape_key(case) not in forward_seconds:
                 continue
             direction, backward_flops = "backward", sdpa_backward_flop_count(q, q, q, q)
-            seconds = row["seconds"] - forward_seconds[_shape_key(case)]
+            seconds = row["seconds"] - forward_seconds[_shape_key(case)] - backward_waves
             if seconds < _NOISE_FLOOR * row["seconds"]:
                 # (the difference is within the timing noise of a busy host: the pair's rate
                 # stands for the backward's, which cannot be faster than the pair it is part of)
@@ -875,7 +961,7 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
             if direction in attention_profile and backend == "flash":
                 attention_profile.pop(direction)  # (the top-level flash curves move under 'flash')
             before = attention_profile.setdefault(backend, {}).get(direction, {})
-            kept = {k: before[k] for k in ("tile", "head_dim_exponent") if k in before}
+            kept = {k: before[k] for k in ("tile", "head_dim_exponent", "wave_time") if k in before}
             attention_profile[backend][direction] = dict(kept, **curve, head_dim=reference_head_dim)
         notes.append(f"attention {backend}: curves at {sorted(directions.get('forward', {}).get('flops', {}))} keys")
     if "cudnn" in curves and attention_profile.get("rules", "cuda") == "cuda":

@@ -291,6 +291,12 @@ def _attention_kernel_shape(curve: dict, where: str, problem) -> dict:
         if "head_dim" not in curve:
             raise problem(f"{where}.head_dim_exponent", "needs the head_dim the rates were measured at")
         out["head_dim_exponent"] = float(exponent)
+    if "wave_time" in curve:
+        wave = curve["wave_time"]
+        if not isinstance(wave, (int, float)) or isinstance(wave, bool) or not 0 <= wave <= 1e-4:
+            raise problem(f"{where}.wave_time", f"seconds a wave of the kernel's blocks takes besides its FLOPs, "
+                                                f"in [0, 1e-4], got {wave!r}")
+        out["wave_time"] = float(wave)
     return out
 
 
@@ -333,10 +339,11 @@ def _attention_section(attention: dict, problem, positive) -> dict:
                 if min(checked) == 0:
                     raise problem(f"{where}.{rates}", "rates > 0")
                 out[backend][direction][rates] = checked
-            unknown = set(curve) - {"sequence", "flops", "causal_flops", "tile", "head_dim", "head_dim_exponent", "source"}
+            unknown = set(curve) - {"sequence", "flops", "causal_flops", "tile", "head_dim", "head_dim_exponent",
+                                    "wave_time", "source"}
             if unknown:
                 raise problem(f"{where}.{sorted(unknown)[0]}", "one of sequence, flops, causal_flops, tile, head_dim, "
-                                                               "head_dim_exponent")
+                                                               "head_dim_exponent, wave_time")
             out[backend][direction].update(_attention_kernel_shape(curve, where, problem))
     priority = attention.get("priority", ["flash", "efficient", "math", "cudnn"])
     allowed = (*kernel_choice.BACKENDS, "math")
