@@ -899,6 +899,24 @@ def _fit_wave_times(profile: dict, rows: list[dict]) -> list[str]:
     return notes
 
 
+def _waves_time_by_row(profile: dict, attention: list[tuple[dict, dict]]) -> dict[int, tuple[float, float]]:
+    """What each row's waves of blocks take on the profile's curves (id(row) -> (the forward's,
+    the backward's)): 0 where its backend's curve has no wave time."""
+    out = {}
+    for backend, curves in profile.get("attention", {}).items():
+        if not isinstance(curves, dict):
+            continue
+        mine = [row for row, case in attention if _backend_of(profile, case) == backend]
+        by_direction = []
+        for direction in ("forward", "backward"):
+            wave_time = curves.get(direction, {}).get("wave_time", 0.0)
+            waves = _waves(profile, mine, backend, direction) if wave_time else [0.0] * len(mine)
+            by_direction.append([(w or 0.0) * wave_time for w in waves])
+        for row, forward, backward in zip(mine, *by_direction):
+            out[id(row)] = (forward, backward)
+    return out
+
+
 def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: list[str]) -> None:
     """Each backend's curves from its rows: forward rows give the forward's attained FLOP/s; a
     forward + backward row less the forward of the same shape gives the backward's. A curve with a
@@ -906,18 +924,7 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
     from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
     curves: dict[str, dict] = {}
     forward_seconds = {}
-    waves_time = {}  # id(row) -> (the forward's waves' time, the backward's)
-    for backend, given in profile.get("attention", {}).items():
-        if not isinstance(given, dict):
-            continue
-        mine = [row for row, case in attention if _backend_of(profile, case) == backend]
-        by_direction = []
-        for direction in ("forward", "backward"):
-            wave_time = given.get(direction, {}).get("wave_time", 0.0)
-            by_direction.append([w * wave_time if w and wave_time else 0.0
-                                 for w in (_waves(profile, mine, backend, direction) if wave_time else [0.0] * len(mine))])
-        for row, forward, backward in zip(mine, *by_direction):
-            waves_time[id(row)] = (forward, backward)
+    waves_time = _waves_time_by_row(profile, attention)
     for row, case in attention:
         if case["call"] == part_measure.SDPA_F:
             forward_seconds[_shape_key(case)] = row["seconds"]
