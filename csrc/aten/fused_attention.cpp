@@ -15,6 +15,8 @@
 // attention names the flash operator itself only on CUDA; elsewhere it calls the
 // CPU's, which no device can take over.) The efficient operator is not named:
 // its kernel writes a padded logsumexp and draws its own dropout.
+#include "runtime/launch_work.h"
+#include "runtime/observers.h"
 #include "runtime/own_work.h"
 
 #include <ATen/Context.h>
@@ -125,8 +127,10 @@ std::pair<Tensor, Tensor> attend(const char* op, const Tensor& query, const Tens
   std::optional<OwnWorkScope> fitting(std::in_place);
   const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
   fitting.reset();
+  if (groups > 1 && observers::watched()) describe_next_attention_group(groups);  // (the part's kernel groups)
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
       query, key_heads, value_heads, dropout_p, is_causal, mask, scale);
+  take_next_attention_group();  // (unread where no one priced the launch)
   fitting.emplace();
   // The CPU kernel's logsumexp is [batch, query, heads] in its compute dtype;
   // the operators' is [batch, heads, query] in float32.
@@ -144,9 +148,11 @@ std::tuple<Tensor, Tensor, Tensor> attend_backward(const Tensor& grad_out, const
   const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
   const Tensor kernel_logsumexp = logsumexp.to(compute_dtype).transpose(1, 2).contiguous().transpose(1, 2);
   fitting.reset();
+  if (groups > 1 && observers::watched()) describe_next_attention_group(groups);
   auto [grad_q, grad_k, grad_v] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       grad_out, query, key_heads, value_heads, out, kernel_logsumexp, dropout_p, is_causal,
       mask.defined() ? std::optional<Tensor>(mask) : std::nullopt, scale);
+  take_next_attention_group();
   fitting.emplace();
   if (groups > 1) {  // each key/value head's gradient: the sum over the query heads it served
     grad_k = grad_k.unflatten(-3, {key.size(-3), groups}).sum(-3);

@@ -92,6 +92,7 @@ DeviceProfile profile_of(const py::dict& d) {
         if (given.contains("head_dim")) curve->head_dim = given["head_dim"].cast<int64_t>();
         if (given.contains("head_dim_exponent")) curve->head_dim_exponent = given["head_dim_exponent"].cast<double>();
         if (given.contains("wave_time")) curve->wave_time = given["wave_time"].cast<double>();
+        if (given.contains("grouped_rate")) curve->grouped_rate = given["grouped_rate"].cast<double>();
       }
     }
   }
@@ -330,7 +331,8 @@ void bind_simclock(py::module_& m) {
               const auto shape = described["gemm"].cast<std::array<int64_t, 4>>();
               matrix.batch = shape[0], matrix.m = shape[1], matrix.n = shape[2], matrix.k = shape[3];
             }
-            if (described.contains("attention")) {  // (pass, causal, sequence[, backend[, head dim, queries[, heads]]])
+            // (pass, causal, sequence[, backend[, head dim, queries[, heads, group]]])
+            if (described.contains("attention")) {
               const auto attention = described["attention"].cast<py::tuple>();
               matrix.attention_pass = attention[0].cast<uint8_t>();
               matrix.causal = attention[1].cast<bool>();
@@ -340,7 +342,10 @@ void bind_simclock(py::module_& m) {
                 matrix.head_dim = attention[4].cast<int64_t>();
                 matrix.queries = attention[5].cast<int64_t>();
               }
-              if (attention.size() > 6) matrix.heads = attention[6].cast<int64_t>();
+              if (attention.size() > 7) {
+                matrix.heads = attention[6].cast<int64_t>();
+                matrix.group = attention[7].cast<int64_t>();
+              }
             }
             if (described.contains("tf32")) matrix.tf32 = described["tf32"].cast<bool>();
             if (described.contains("convolution")) matrix.convolution = described["convolution"].cast<bool>();

@@ -1,10 +1,21 @@
 #include "runtime/launch_work.h"
 
+#include <utility>
+
 namespace simhpu {
 
 namespace {
 thread_local std::optional<LaunchWork> next_launch_work;
+thread_local int64_t next_attention_group = 0;
 } // namespace
+
+void describe_next_attention_group(int64_t query_heads_per_key_head) {
+  next_attention_group = query_heads_per_key_head;
+}
+
+int64_t take_next_attention_group() {
+  return std::exchange(next_attention_group, 0);
+}
 
 void describe_next_launch(const LaunchWork& work) {
   next_launch_work = work;

@@ -69,11 +69,12 @@ struct LaunchWork {
   int64_t gemm_batch = 0, gemm_m = 0, gemm_n = 0, gemm_k = 0;
   // A fused attention kernel: its pass (0: not one, 1: forward, 2: backward),
   // whether its mask is causal, the keys' sequence length, the queries' and the
-  // head dim, and its heads (the queries' batch x heads) (0: not known).
+  // head dim, its heads (the queries' batch x heads) and the query heads that share
+  // a key head (grouped-query attention; 0: not known, 1: none share).
   uint8_t attention_pass = 0;
   bool attention_causal = false;
   int64_t attention_sequence = 0;
-  int64_t attention_queries = 0, attention_head_dim = 0, attention_heads = 0;
+  int64_t attention_queries = 0, attention_head_dim = 0, attention_heads = 0, attention_group = 0;
 };
 
 // Says what the next launch on this thread does. Call it only while observers
@@ -81,6 +82,12 @@ struct LaunchWork {
 void describe_next_launch(const LaunchWork& work);
 // The description given for the launch being committed on this thread, taken (once).
 std::optional<LaunchWork> take_next_launch_work();
+
+// The query heads each key head serves in the next fused attention launch on this thread,
+// said by its operator where the kernel simhpu runs cannot show it (its keys repeated per
+// query head); taken (once) by whoever describes that launch (0: not said).
+void describe_next_attention_group(int64_t query_heads_per_key_head);
+int64_t take_next_attention_group();
 
 const char* work_name(Work work);
 const char* collective_name(CollectiveKind kind);

@@ -33,6 +33,10 @@ struct AttentionCurve {
   // a few tiles a block, pay in full (seconds; 0: none). The forward's blocks are query
   // tiles, the backward's key tiles.
   double wave_time = 0;
+  // The rate a call whose key heads each serve several query heads (grouped-query
+  // attention) attains, as a multiple of the curve's: the library's grouped kernels
+  // share each key and value tile across the group (1: as any other).
+  double grouped_rate = 1;
   bool known() const { return !sequence.empty(); }
 };
 

@@ -113,6 +113,7 @@ std::optional<double> attention_seconds(const LaunchWork& cost, const DeviceProf
       }
     }
   }
+  if (cost.attention_group > 1) rate *= curve.grouped_rate;
   if (curve.head_dim > 0 && curve.head_dim_exponent > 0 && cost.attention_head_dim > 0) {
     rate *= std::pow(static_cast<double>(cost.attention_head_dim) / static_cast<double>(curve.head_dim),
                      curve.head_dim_exponent);

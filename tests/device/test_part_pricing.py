@@ -119,6 +119,35 @@ def test_a_wave_time_is_fitted_on_a_steps_attention_kernels_and_its_curves_net_o
         load_profile(_with_wave_times(1.0, 0.0))
 
 
+def test_grouped_query_attention_is_priced_at_its_grouped_rate_and_the_rate_fitted():
+    # (cuDNN's grouped kernels share each key and value tile across the query heads it serves: a
+    # [4, 32 heads, 8 key heads, 4096, 128] causal forward ran 1.3x its curve's rate on four machines)
+    def profile(grouped):
+        made = copy.deepcopy(part("h100-sxm"))
+        for direction in ("forward", "backward"):
+            made["attention"]["cudnn"][direction].update(wave_time=0.0, grouped_rate=grouped)
+        return made
+    grouped, plain = _attention_call((2, 16, 1024, 128), 4, backward=False), _attention_call((2, 16, 1024, 128), 16,
+                                                                                            backward=False)
+    overhead = part("h100-sxm")["kernel_overhead"]
+    at_one, at_two = device_seconds(grouped, profile(1.0)), device_seconds(grouped, profile(2.0))
+    assert at_two - overhead == pytest.approx((at_one - overhead) / 2, rel=0.01)
+    # the simhpu kernel repeats the key heads (its own work, not priced): the operator says the group
+    assert device_seconds(plain, profile(2.0)) == pytest.approx(device_seconds(plain, profile(1.0)), rel=1e-9)
+    assert at_one == pytest.approx(device_seconds(plain, profile(1.0)), rel=1e-9)
+    # the fit finds the rate from grouped rows made by a known one
+    truth = part_fit.check(profile(1.3))
+    cases = [dict(kind="attention", call=part_measure.SDPA_F, backend="default", dtype="bfloat16", batch=batch,
+                  heads=32, kv_heads=8, seq=seq, head_dim=128, causal=True, timing="kernels: the part's own time",
+                  seconds=1.0) for batch, seq in ((4, 4096), (4, 2048))]
+    rows = [dict(r["case"], seconds=r["priced"]) for r in part_fit.evaluate(cases, truth)]
+    fitted = profile(1.0)
+    part_fit._fit_grouped_rates(fitted, rows)
+    assert fitted["attention"]["cudnn"]["forward"]["grouped_rate"] == pytest.approx(1.3, rel=0.01)
+    with pytest.raises(ProfileError, match=r"attention\.cudnn\.forward\.grouped_rate"):
+        load_profile(profile(10.0))
+
+
 def _forced_flash(head_dim):
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         return device_seconds(sdpa(head_dim=head_dim))

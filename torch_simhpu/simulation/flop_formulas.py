@@ -27,9 +27,10 @@ _ATTENTION = {
 }
 
 
-def _attention(name: str, args: list) -> tuple[int, bool, int, int, int, int] | None:
+def _attention(name: str, args: list) -> tuple[int, bool, int, int, int, int, int] | None:
     """(pass, causal, the keys' sequence length, the head dim, the queries' sequence length, the queries'
-    batch x heads) of a fused attention kernel, for its curve, its tiles and its blocks (launch_cost.cpp)."""
+    batch x heads, the query heads a key head serves) of a fused attention kernel, for its curve, its
+    tiles and its blocks (launch_cost.cpp)."""
     if name not in _ATTENTION:
         return None
     direction, causal_at = _ATTENTION[name]
@@ -40,7 +41,8 @@ def _attention(name: str, args: list) -> tuple[int, bool, int, int, int, int] | 
         heads = 1
         for size in query.shape[:-2]:
             heads *= int(size)
-        return direction, causal, int(key.shape[-2]), int(query.shape[-1]), int(query.shape[-2]), heads
+        group = int(query.shape[-3]) // max(int(key.shape[-3]), 1) if query.dim() >= 3 and key.dim() >= 3 else 1
+        return direction, causal, int(key.shape[-2]), int(query.shape[-1]), int(query.shape[-2]), heads, group
     except (AttributeError, IndexError, TypeError, ValueError):
         return None
 
@@ -199,9 +201,9 @@ def _install_flop_formulas() -> None:
             backend = _attention_backend(name, args)
             if backend == "math":  # the part runs it unfused: matrix work at the GEMMs' rate
                 return counted
-            direction, causal, keys, head_dim, queries, heads = attention
+            direction, causal, keys, head_dim, queries, heads, group = attention
             described["attention"] = (direction, causal, keys, kernel_choice.BACKENDS.index(backend), head_dim, queries,
-                                      heads)
+                                      heads, group)
         if _tf32(name, args):
             described["tf32"] = True
         if "convolution" in name:  # (cuDNN's kernels: the profile's convolution efficiency, not a GEMM's waves)

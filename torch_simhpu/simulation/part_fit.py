@@ -424,11 +424,12 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
     in_steps = [(row, case) for row, case in attention if _kernels_alone(row)]
     attention = [(row, case) for row, case in attention if not _kernels_alone(row)]
     if attention:
-        # (from no waves' time, whatever the base profile says: the fit is then the rows' alone)
+        # (from no waves' time and no grouped rate, whatever the base profile says: the fit is the rows' alone)
         for curves in profile.get("attention", {}).values():
             for curve in (curves.values() if isinstance(curves, dict) else ()):
                 if isinstance(curve, dict):
                     curve.pop("wave_time", None)
+                    curve.pop("grouped_rate", None)
         curve_notes, waves_notes, before = [], [], None
         _fit_attention(profile, attention, curve_notes)
         for _ in range(12 if in_steps else 0):  # (the curves net of the waves' time, and the waves' time net of them)
@@ -439,6 +440,8 @@ def fit(rows: list[dict], base: str | dict, *, rounds: int = 3, log=print) -> tu
                 break
             before = now
         notes += curve_notes + waves_notes
+        grouped = [row for row, case in attention + in_steps if case["kv_heads"] < case["heads"]]
+        notes += _fit_grouped_rates(profile, grouped)
 
     # "Large" is relative to the part: a GPU's elementwise rows reach 1<<28 elements, a CPU's 1<<22.
     elementwise_sizes = [_size(c) for _, c in cases if c["kind"] == "memory-bound"]
@@ -899,6 +902,31 @@ def _fit_wave_times(profile: dict, rows: list[dict]) -> list[str]:
     return notes
 
 
+def _fit_grouped_rates(profile: dict, rows: list[dict]) -> list[str]:
+    """Each backend's rate on grouped-query rows (a key head shared by several query heads) as a
+    multiple of its curve's, forward then backward: scaled by the rows' median priced / measured
+    until it settles (the curves' own rows have no groups: they do not move)."""
+    notes = []
+    for backend in kernel_choice.BACKENDS:
+        for direction, call in (("forward", part_measure.SDPA_F), ("backward", part_measure.SDPA_FB)):
+            curve = profile.get("attention", {}).get(backend, {}).get(direction)
+            mine = [row for row in rows if normalised(row) and normalised(row)["call"] == call
+                    and _backend_of(profile, normalised(row)) == backend]
+            if curve is None or not mine:
+                continue
+            for _ in range(12):
+                ratios = [r["priced"] / r["row"]["seconds"] for r in evaluate(mine, profile) if r["priced"]]
+                if not ratios:
+                    break
+                ratio = statistics.median(ratios)
+                curve["grouped_rate"] = min(4.0, max(0.25, curve.get("grouped_rate", 1.0) * ratio))
+                if abs(ratio - 1) < 0.002:
+                    break
+            notes.append(f"attention {backend} {direction}: grouped-query calls at {curve['grouped_rate']:.2f}x the "
+                         f"curve's rate ({len(mine)} rows)")
+    return notes
+
+
 def _waves_time_by_row(profile: dict, attention: list[tuple[dict, dict]]) -> dict[int, tuple[float, float]]:
     """What each row's waves of blocks take on the profile's curves (id(row) -> (the forward's,
     the backward's)): 0 where its backend's curve has no wave time."""
@@ -968,7 +996,7 @@ def _fit_attention(profile: dict, attention: list[tuple[dict, dict]], notes: lis
             if direction in attention_profile and backend == "flash":
                 attention_profile.pop(direction)  # (the top-level flash curves move under 'flash')
             before = attention_profile.setdefault(backend, {}).get(direction, {})
-            kept = {k: before[k] for k in ("tile", "head_dim_exponent", "wave_time") if k in before}
+            kept = {k: before[k] for k in ("tile", "head_dim_exponent", "wave_time", "grouped_rate") if k in before}
             attention_profile[backend][direction] = dict(kept, **curve, head_dim=reference_head_dim)
         notes.append(f"attention {backend}: curves at {sorted(directions.get('forward', {}).get('flops', {}))} keys")
     if "cudnn" in curves and attention_profile.get("rules", "cuda") == "cuda":

@@ -297,6 +297,12 @@ def _attention_kernel_shape(curve: dict, where: str, problem) -> dict:
             raise problem(f"{where}.wave_time", f"seconds a wave of the kernel's blocks takes besides its FLOPs, "
                                                 f"in [0, 1e-4], got {wave!r}")
         out["wave_time"] = float(wave)
+    if "grouped_rate" in curve:
+        grouped = curve["grouped_rate"]
+        if not isinstance(grouped, (int, float)) or isinstance(grouped, bool) or not 0.25 <= grouped <= 4:
+            raise problem(f"{where}.grouped_rate", f"the rate grouped-query attention attains as a multiple of the "
+                                                   f"curve's, in [0.25, 4], got {grouped!r}")
+        out["grouped_rate"] = float(grouped)
     return out
 
 
@@ -340,10 +346,10 @@ def _attention_section(attention: dict, problem, positive) -> dict:
                     raise problem(f"{where}.{rates}", "rates > 0")
                 out[backend][direction][rates] = checked
             unknown = set(curve) - {"sequence", "flops", "causal_flops", "tile", "head_dim", "head_dim_exponent",
-                                    "wave_time", "source"}
+                                    "wave_time", "grouped_rate", "source"}
             if unknown:
                 raise problem(f"{where}.{sorted(unknown)[0]}", "one of sequence, flops, causal_flops, tile, head_dim, "
-                                                               "head_dim_exponent, wave_time")
+                                                               "head_dim_exponent, wave_time, grouped_rate")
             out[backend][direction].update(_attention_kernel_shape(curve, where, problem))
     priority = attention.get("priority", ["flash", "efficient", "math", "cudnn"])
     allowed = (*kernel_choice.BACKENDS, "math")
