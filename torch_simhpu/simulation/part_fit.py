@@ -875,30 +875,36 @@ def _wave_times(profile: dict) -> list[float]:
             for b in kernel_choice.BACKENDS for d in ("forward", "backward")]
 
 
-def _fit_wave_times(profile: dict, rows: list[dict]) -> list[str]:
-    """Each backend's time a wave of its blocks takes besides its FLOPs (forward, then backward),
-    from kernel-timed rows: the least-squares (relative) fit of measured = rest + waves x wave time,
-    >= 0. Rows of one wave count do not tell it from the rate: then none is set."""
-    notes = []
+def _curves_and_their_rows(profile: dict, rows: list[dict]):
+    """(backend, direction, its curve, its rows) for each attention curve some rows ran: forward rows
+    for a forward curve, forward + backward rows for a backward one."""
     for backend in kernel_choice.BACKENDS:
         for direction, call in (("forward", part_measure.SDPA_F), ("backward", part_measure.SDPA_FB)):
             curve = profile.get("attention", {}).get(backend, {}).get(direction)
             mine = [row for row in rows if normalised(row) and normalised(row)["call"] == call
                     and _backend_of(profile, normalised(row)) == backend]
-            if curve is None or not mine:
-                continue
-            waves = _waves(profile, mine, backend, direction)
-            without = copy.deepcopy(profile)
-            without["attention"][backend][direction]["wave_time"] = 0.0
-            points = [(w, r["priced"], r["row"]["seconds"]) for w, r in zip(waves, evaluate(mine, without))
-                      if w and r["priced"]]
-            if len({w for w, _, _ in points}) < 2:
-                continue
-            num = sum(w * (t - rest) / (t * t) for w, rest, t in points)
-            den = sum(w * w / (t * t) for w, rest, t in points)
-            curve["wave_time"] = min(1e-4, max(0.0, num / den))
-            notes.append(f"attention {backend} {direction}: a wave of blocks {curve['wave_time'] * 1e6:.2f} us "
-                         f"besides its FLOPs ({len(points)} rows of a step's kernels)")
+            if curve is not None and mine:
+                yield backend, direction, curve, mine
+
+
+def _fit_wave_times(profile: dict, rows: list[dict]) -> list[str]:
+    """Each backend's time a wave of its blocks takes besides its FLOPs (forward, then backward),
+    from kernel-timed rows: the least-squares (relative) fit of measured = rest + waves x wave time,
+    >= 0. Rows of one wave count do not tell it from the rate: then none is set."""
+    notes = []
+    for backend, direction, curve, mine in _curves_and_their_rows(profile, rows):
+        waves = _waves(profile, mine, backend, direction)
+        without = copy.deepcopy(profile)
+        without["attention"][backend][direction]["wave_time"] = 0.0
+        points = [(w, r["priced"], r["row"]["seconds"]) for w, r in zip(waves, evaluate(mine, without))
+                  if w and r["priced"]]
+        if len({w for w, _, _ in points}) < 2:
+            continue
+        num = sum(w * (t - rest) / (t * t) for w, rest, t in points)
+        den = sum(w * w / (t * t) for w, rest, t in points)
+        curve["wave_time"] = min(1e-4, max(0.0, num / den))
+        notes.append(f"attention {backend} {direction}: a wave of blocks {curve['wave_time'] * 1e6:.2f} us "
+                     f"besides its FLOPs ({len(points)} rows of a step's kernels)")
     return notes
 
 
@@ -907,23 +913,17 @@ def _fit_grouped_rates(profile: dict, rows: list[dict]) -> list[str]:
     multiple of its curve's, forward then backward: scaled by the rows' median priced / measured
     until it settles (the curves' own rows have no groups: they do not move)."""
     notes = []
-    for backend in kernel_choice.BACKENDS:
-        for direction, call in (("forward", part_measure.SDPA_F), ("backward", part_measure.SDPA_FB)):
-            curve = profile.get("attention", {}).get(backend, {}).get(direction)
-            mine = [row for row in rows if normalised(row) and normalised(row)["call"] == call
-                    and _backend_of(profile, normalised(row)) == backend]
-            if curve is None or not mine:
-                continue
-            for _ in range(12):
-                ratios = [r["priced"] / r["row"]["seconds"] for r in evaluate(mine, profile) if r["priced"]]
-                if not ratios:
-                    break
-                ratio = statistics.median(ratios)
-                curve["grouped_rate"] = min(4.0, max(0.25, curve.get("grouped_rate", 1.0) * ratio))
-                if abs(ratio - 1) < 0.002:
-                    break
-            notes.append(f"attention {backend} {direction}: grouped-query calls at {curve['grouped_rate']:.2f}x the "
-                         f"curve's rate ({len(mine)} rows)")
+    for backend, direction, curve, mine in _curves_and_their_rows(profile, rows):
+        for _ in range(12):
+            ratios = [r["priced"] / r["row"]["seconds"] for r in evaluate(mine, profile) if r["priced"]]
+            if not ratios:
+                break
+            ratio = statistics.median(ratios)
+            curve["grouped_rate"] = min(4.0, max(0.25, curve.get("grouped_rate", 1.0) * ratio))
+            if abs(ratio - 1) < 0.002:
+                break
+        notes.append(f"attention {backend} {direction}: grouped-query calls at {curve['grouped_rate']:.2f}x the "
+                     f"curve's rate ({len(mine)} rows)")
     return notes
 
 
