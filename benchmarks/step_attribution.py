@@ -120,8 +120,8 @@ def main(argv=None) -> int:
               f"launches {step['launches']} / {priced['launches']}")
         if step["busy_seconds"] > step["kernel_seconds"] * 1.001:
             # (a file recorded before step_kernels.py left user annotations out of the busy time)
-            print("    (the part's busy time exceeds its kernels' sum: it counts spans other than kernels', annotations' most likely; "
-                  "hold the kernels' sums)")
+            print("    (the part's busy time exceeds its kernels' sum: it counts spans other than kernels', "
+                  "annotations' most likely; hold the kernels' sums)")
         for cls in sorted(set(measured) | set(priced["classes"]), key=lambda c: -measured.get(c, 0.0)):
             m, p = measured.get(cls, 0.0), priced["classes"].get(cls, 0.0)
             ratio = f"{p / m:6.2f}x" if m > 0 else "   -   "

@@ -20,6 +20,7 @@
 #include "runtime/own_work.h"
 
 #include <ATen/Context.h>
+#include <c10/util/ScopeExit.h>
 #include <ATen/OpMathType.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
@@ -113,6 +114,14 @@ Tensor laid_out_like(const Tensor& t, const Tensor& like) {
   return laid_out.strides() == t.strides() ? t : laid_out.copy_(t);
 }
 
+// Says for the CPU kernel's launch that follows how many query heads each key head serves
+// (the part's kernel groups them; the CPU kernel takes the key heads repeated), and forgets
+// it when the caller returns, read or not: a call that throws leaves no group behind.
+auto group_for_next_launch(int64_t groups) {
+  if (groups > 1 && observers::watched()) describe_next_attention_group(groups);
+  return c10::make_scope_exit([] { take_next_attention_group(); });
+}
+
 // Attention's output and its logsumexp ([..., heads, query] in float32), as
 // every fused operator computes them; `op` names the operator for errors.
 std::pair<Tensor, Tensor> attend(const char* op, const Tensor& query, const Tensor& key, const Tensor& value,
@@ -127,10 +136,9 @@ std::pair<Tensor, Tensor> attend(const char* op, const Tensor& query, const Tens
   std::optional<OwnWorkScope> fitting(std::in_place);
   const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
   fitting.reset();
-  if (groups > 1 && observers::watched()) describe_next_attention_group(groups);  // (the part's kernel groups)
+  const auto said = group_for_next_launch(groups);
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
       query, key_heads, value_heads, dropout_p, is_causal, mask, scale);
-  take_next_attention_group();  // (unread where no one priced the launch)
   fitting.emplace();
   // The CPU kernel's logsumexp is [batch, query, heads] in its compute dtype;
   // the operators' is [batch, heads, query] in float32.
@@ -148,11 +156,10 @@ std::tuple<Tensor, Tensor, Tensor> attend_backward(const Tensor& grad_out, const
   const Tensor key_heads = per_query_head(key, groups), value_heads = per_query_head(value, groups);
   const Tensor kernel_logsumexp = logsumexp.to(compute_dtype).transpose(1, 2).contiguous().transpose(1, 2);
   fitting.reset();
-  if (groups > 1 && observers::watched()) describe_next_attention_group(groups);
+  const auto said = group_for_next_launch(groups);
   auto [grad_q, grad_k, grad_v] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       grad_out, query, key_heads, value_heads, out, kernel_logsumexp, dropout_p, is_causal,
       mask.defined() ? std::optional<Tensor>(mask) : std::nullopt, scale);
-  take_next_attention_group();
   fitting.emplace();
   if (groups > 1) {  // each key/value head's gradient: the sum over the query heads it served
     grad_k = grad_k.unflatten(-3, {key.size(-3), groups}).sum(-3);

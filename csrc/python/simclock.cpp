@@ -331,7 +331,7 @@ void bind_simclock(py::module_& m) {
               const auto shape = described["gemm"].cast<std::array<int64_t, 4>>();
               matrix.batch = shape[0], matrix.m = shape[1], matrix.n = shape[2], matrix.k = shape[3];
             }
-            // (pass, causal, sequence[, backend[, head dim, queries[, heads, group]]])
+            // (pass, causal, sequence[, backend[, head dim, queries[, heads]]])
             if (described.contains("attention")) {
               const auto attention = described["attention"].cast<py::tuple>();
               matrix.attention_pass = attention[0].cast<uint8_t>();
@@ -342,10 +342,7 @@ void bind_simclock(py::module_& m) {
                 matrix.head_dim = attention[4].cast<int64_t>();
                 matrix.queries = attention[5].cast<int64_t>();
               }
-              if (attention.size() > 7) {
-                matrix.heads = attention[6].cast<int64_t>();
-                matrix.group = attention[7].cast<int64_t>();
-              }
+              if (attention.size() > 6) matrix.heads = attention[6].cast<int64_t>();
             }
             if (described.contains("tf32")) matrix.tf32 = described["tf32"].cast<bool>();
             if (described.contains("convolution")) matrix.convolution = described["convolution"].cast<bool>();

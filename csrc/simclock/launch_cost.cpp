@@ -268,28 +268,27 @@ std::vector<int64_t> int_list_arg(const KernelArg& arg) {
 int64_t norm_rows(const LaunchRecord& record, bool backward, int units) {
   const DeviceTensor* input = nullptr;
   std::vector<int64_t> normalized;
+  int64_t columns = 0;  // (the normalized shape's elements: a row's)
   const DeviceTensor* weight = nullptr;
   bool weight_gradient = true;
   for (const KernelArg& arg : record.args) {
     if (const auto* t = std::get_if<DeviceTensor>(&arg)) {
       if (input == nullptr && t->dtype != c10::ScalarType::Undefined) {
         input = t;
-      } else if (!normalized.empty() && weight == nullptr && t->dtype != c10::ScalarType::Undefined) {
-        int64_t n = 1;
-        for (const int64_t s : normalized) n *= s;
-        if (t->numel() == n && t->dim() == static_cast<int64_t>(normalized.size())) weight = t;
+      } else if (columns > 0 && weight == nullptr && t->dtype != c10::ScalarType::Undefined &&
+                 t->numel() == columns && t->dim() == static_cast<int64_t>(normalized.size())) {
+        weight = t;
       }
     } else if (input != nullptr && normalized.empty()) {
       normalized = int_list_arg(arg);
+      columns = normalized.empty() ? 0 : 1;
+      for (const int64_t s : normalized) columns *= s;
     } else if (const auto* value = std::get_if<c10::IValue>(&arg); value && value->isBoolList()) {
       const auto mask = value->toBoolList();
       weight_gradient = mask.size() < 2 || mask.get(1);  // (output_mask: input, weight, bias)
     }
   }
-  if (input == nullptr || normalized.empty()) return 0;
-  int64_t columns = 1;
-  for (const int64_t s : normalized) columns *= s;
-  if (columns <= 0 || input->numel() == 0) return 0;
+  if (input == nullptr || columns <= 0 || input->numel() == 0) return 0;
   const int64_t rows = input->numel() / columns;
   if (!backward) return rows;
   if (units <= 0 || weight == nullptr || !weight_gradient) return 0;
@@ -562,7 +561,9 @@ void complete_from_record(LaunchWork& cost, KernelTraits& traits, const LaunchRe
       }
     }
   }
-  if (traits.memory_class == MemoryClass::Norm || traits.memory_class == MemoryClass::NormBackward) {
+  const bool norm = traits.memory_class == MemoryClass::Norm || traits.memory_class == MemoryClass::NormBackward;
+  // (only a part whose profile prices a norm's rows needs them counted)
+  if (norm && profile.memory_classes[static_cast<size_t>(traits.memory_class)].row_step > 0) {
     traits.reduced_rows = norm_rows(record, traits.memory_class == MemoryClass::NormBackward, profile.matrix_units);
   }
   traits.contiguous_copy_elements = copies_made_contiguous(traits.memory_class, record).elements;

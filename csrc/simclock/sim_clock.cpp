@@ -525,8 +525,8 @@ void describe_reference_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     work.attention_queries = matrix->queries;
     work.attention_head_dim = matrix->head_dim;
     work.attention_heads = matrix->heads;
-    // (the kernel simhpu runs may have the keys repeated per query head: its operator says the group)
-    work.attention_group = work.attention_pass != 0 ? std::max(matrix->group, take_next_attention_group()) : 0;
+    // (the kernel simhpu runs has the keys repeated per query head: its operator says the group)
+    if (work.attention_pass != 0) work.attention_group = take_next_attention_group();
     describe_next_launch(work);
     next_traits = KernelTraits{};
     next_traits->attention_backend = static_cast<AttentionBackend>(matrix->attention_backend);

@@ -65,7 +65,7 @@ struct MatrixLaunch {
   uint8_t attention_pass = 0;  // a fused attention kernel (see LaunchWork)
   bool causal = false;
   int64_t sequence = 0;
-  int64_t queries = 0, head_dim = 0, heads = 0, group = 0;  // (0: not known)
+  int64_t queries = 0, head_dim = 0, heads = 0;  // (0: not known)
   uint8_t attention_backend = 0;  // (AttentionBackend)
   bool tf32 = false;
   bool convolution = false;

@@ -27,10 +27,10 @@ _ATTENTION = {
 }
 
 
-def _attention(name: str, args: list) -> tuple[int, bool, int, int, int, int, int] | None:
+def _attention(name: str, args: list) -> tuple[int, bool, int, int, int, int] | None:
     """(pass, causal, the keys' sequence length, the head dim, the queries' sequence length, the queries'
-    batch x heads, the query heads a key head serves) of a fused attention kernel, for its curve, its
-    tiles and its blocks (launch_cost.cpp)."""
+    batch x heads) of a fused attention kernel, for its curve, its tiles and its blocks (launch_cost.cpp).
+    (A grouped-query call's group is its operator's to say: the CPU kernel takes the key heads repeated.)"""
     if name not in _ATTENTION:
         return None
     direction, causal_at = _ATTENTION[name]
@@ -41,8 +41,7 @@ def _attention(name: str, args: list) -> tuple[int, bool, int, int, int, int, in
         heads = 1
         for size in query.shape[:-2]:
             heads *= int(size)
-        group = int(query.shape[-3]) // max(int(key.shape[-3]), 1) if query.dim() >= 3 and key.dim() >= 3 else 1
-        return direction, causal, int(key.shape[-2]), int(query.shape[-1]), int(query.shape[-2]), heads, group
+        return direction, causal, int(key.shape[-2]), int(query.shape[-1]), int(query.shape[-2]), heads
     except (AttributeError, IndexError, TypeError, ValueError):
         return None
 
@@ -201,9 +200,9 @@ def _install_flop_formulas() -> None:
             backend = _attention_backend(name, args)
             if backend == "math":  # the part runs it unfused: matrix work at the GEMMs' rate
                 return counted
-            direction, causal, keys, head_dim, queries, heads, group = attention
+            direction, causal, keys, head_dim, queries, heads = attention
             described["attention"] = (direction, causal, keys, kernel_choice.BACKENDS.index(backend), head_dim, queries,
-                                      heads, group)
+                                      heads)
         if _tf32(name, args):
             described["tf32"] = True
         if "convolution" in name:  # (cuDNN's kernels: the profile's convolution efficiency, not a GEMM's waves)

@@ -270,8 +270,15 @@ _PASSES = ("forward", "backward")
 
 def _attention_kernel_shape(curve: dict, where: str, problem) -> dict:
     """A curve's optional tile ([queries, keys] a kernel's block computes), the head dim its rates were
-    measured at, and how the rate scales with the head dim ((head_dim / its)^exponent)."""
+    measured at, how the rate scales with the head dim ((head_dim / its)^exponent), the time a wave of
+    its blocks takes besides its FLOPs and the rate grouped-query calls attain (a multiple of its)."""
     out = {}
+
+    def number(name: str, low: float, high: float, meaning: str) -> None:
+        value = curve[name]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
+            raise problem(f"{where}.{name}", f"{meaning}, in [{low:g}, {high:g}], got {value!r}")
+        out[name] = float(value)
     if "tile" in curve:
         tile = curve["tile"]
         if (not isinstance(tile, list) or len(tile) != 2
@@ -285,24 +292,13 @@ def _attention_kernel_shape(curve: dict, where: str, problem) -> dict:
                                                f"got {head_dim!r}")
         out["head_dim"] = head_dim
     if "head_dim_exponent" in curve:
-        exponent = curve["head_dim_exponent"]
-        if not isinstance(exponent, (int, float)) or isinstance(exponent, bool) or not 0 <= exponent <= 2:
-            raise problem(f"{where}.head_dim_exponent", f"a number in [0, 2], got {exponent!r}")
+        number("head_dim_exponent", 0, 2, "a number")
         if "head_dim" not in curve:
             raise problem(f"{where}.head_dim_exponent", "needs the head_dim the rates were measured at")
-        out["head_dim_exponent"] = float(exponent)
     if "wave_time" in curve:
-        wave = curve["wave_time"]
-        if not isinstance(wave, (int, float)) or isinstance(wave, bool) or not 0 <= wave <= 1e-4:
-            raise problem(f"{where}.wave_time", f"seconds a wave of the kernel's blocks takes besides its FLOPs, "
-                                                f"in [0, 1e-4], got {wave!r}")
-        out["wave_time"] = float(wave)
+        number("wave_time", 0, 1e-4, "seconds a wave of the kernel's blocks takes besides its FLOPs")
     if "grouped_rate" in curve:
-        grouped = curve["grouped_rate"]
-        if not isinstance(grouped, (int, float)) or isinstance(grouped, bool) or not 0.25 <= grouped <= 4:
-            raise problem(f"{where}.grouped_rate", f"the rate grouped-query attention attains as a multiple of the "
-                                                   f"curve's, in [0.25, 4], got {grouped!r}")
-        out["grouped_rate"] = float(grouped)
+        number("grouped_rate", 0.25, 4, "the rate grouped-query attention attains as a multiple of the curve's")
     return out
 
 
@@ -395,7 +391,7 @@ def _memory_classes(given: dict, problem, positive) -> dict:
         row_step = positive(cost.get("row_step", 0.0), f"memory_classes.{name}.row_step")
         if row_step > 1e-6:
             raise problem(f"memory_classes.{name}.row_step",
-                          f"what each row walked in a chain adds, seconds <= 1e-6, got {row_step!r}")
+                          f"what each row adds (walked in a chain, or a block's), seconds <= 1e-6, got {row_step!r}")
         rate = positive(cost.get("rate", 0.0), f"memory_classes.{name}.rate")
         if rate and not 1e9 <= rate <= 1e15:
             raise problem(f"memory_classes.{name}.rate",
