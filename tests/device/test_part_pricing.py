@@ -557,6 +557,33 @@ def test_a_measured_step_keeps_the_least_and_the_most_of_its_ten_beside_their_me
     assert "seconds_least" not in part_measure.describe(row)
 
 
+def test_a_cpu_call_is_timed_on_operands_that_have_left_the_cache(monkeypatch):
+    """A call timed again and again on the same tensors reads them from the CPU's cache; in a step, other
+    operators' data passed through it since. So the CPU's rows rotate each call's operands through copies
+    that together pass twice its last-level cache, and say so; a launch row, whose one-element tensors are
+    the host's data, is not rotated."""
+    monkeypatch.setattr(part_measure, "last_level_cache_bytes", lambda: 4 << 20)
+    gemm = dict(kind="gemm", call=part_measure.GEMM, dtype="float32", m=256, n=256, k=256)
+    plain = part_measure.build(gemm, "cpu")
+    assert torch.equal(plain(), plain())
+    held = part_measure.bytes_held(plain)
+    assert held == 2 * 256 * 256 * 4
+    cold = part_measure.build_cold(gemm, "cpu")
+    copies = math.ceil(2 * (4 << 20) / held)
+    results = [cold() for _ in range(copies + 1)]
+    assert not torch.equal(results[0], results[1])  # (each call another copy's operands...)
+    assert torch.equal(results[0], results[copies])  # (...until every copy has had its turn)
+    adamw = dict(kind="optimizer", call=part_measure.ADAMW[0], tensors=4, width=16)
+    stepped = part_measure.build(adamw, "cpu")
+    stepped()  # (its moments made)
+    # (parameters, gradients, two moments, and each tensor's step count, a float32 scalar)
+    assert part_measure.bytes_held(stepped) == 4 * 4 * adamw["numel"] + 4 * adamw["tensors"]
+    launch = dict(kind="launch", call=part_measure.LAUNCH_HOST)
+    assert part_measure.build_cold(launch, "cpu")().item() == 1.0
+    row, = part_measure.measure("cpu", [gemm, launch], time_limit=60.0, log=lambda *_: None)["rows"][:1]
+    assert f"rotated through {copies} copies" in row["timing"]
+
+
 def test_profile_part_names_a_measurement_that_runs_past_its_time(tmp_path):
     with pytest.raises(TimeoutError, match="ran past 0 s at torch.mm"):
         part_measure.measure("cpu", part_measure.cpu_cases(), time_limit=0.0, log=lambda *_: None)
