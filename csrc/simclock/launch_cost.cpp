@@ -298,6 +298,11 @@ int64_t norm_rows(const LaunchRecord& record, bool backward, int units) {
   return rows * waves;
 }
 
+// A norm backward's passes over its full-size tensors: the input-gradient kernel reads the
+// input and the output's gradient and writes the input's gradient, the gamma/beta kernel reads
+// the first two again. Its share of the class's traffic is its two passes of the five.
+constexpr double kGammaBetaShareOfTraffic = 2.0 / 5.0;
+
 // A transposing copy's time follows the elements it moves, not their width: on an
 // H100 bfloat16 [16384, 8192] and float32 [128, 196, 384] transposes both take 8 ps
 // an element. Its bytes are counted as bfloat16's, which its class was fitted on.
@@ -688,7 +693,14 @@ Timing time_of(const LaunchWork& cost, const DeviceProfile& p, const KernelTrait
     seconds = traits.kernels == 0 ? std::max(compute, memory)
                                   : std::max(least, p.kernel_overhead + std::max(compute, memory)) +
                                         static_cast<double>(traits.kernels - 1) * least;
-    seconds += static_cast<double>(traits.reduced_rows) * c.row_step;
+    const double chain = static_cast<double>(traits.reduced_rows) * c.row_step;
+    if (traits.memory_class == MemoryClass::NormBackward) {
+      // (the chain is the gamma/beta kernel's, which makes part of the class's traffic too: that
+      // kernel takes the longer of its reads and its chain, so the chain adds what they do not cover)
+      seconds += std::max(0.0, chain - kGammaBetaShareOfTraffic * memory);
+    } else {
+      seconds += chain;
+    }
     if (traits.elements_read_across_strides > 0) {
       // (each such read costs what half a transposing copy's moves do, on top of its bytes' pass)
       const double across = moved_across_strides(static_cast<double>(traits.elements_read_across_strides), 1);

@@ -82,6 +82,12 @@ CHAINED_CLASSES = ("column_reduction", "batch_norm", "batch_norm_backward")
 # (PyTorch's CUDA layer norm runs a block a row; its backward's gamma/beta kernel walks the rows
 # in a chain), whose traffic and rate the family's two parts then fit as other classes'.
 ROW_STEP_CLASSES = CHAINED_CLASSES + ("norm", "norm_backward")
+# A norm backward's chain (its gamma/beta kernel's rows) adds to its price only what that kernel's
+# own reads do not cover, so its price is not linear in its traffic, as fit_family's split needs.
+# Its traffic and chain are fitted on one part (_traffic_and_row_step, about the constants as they
+# stand); its traffic is memory's: the calibration's bfloat16 norms ran 1.4x faster on an H200 than
+# on an H100, their bandwidths' ratio, where the float32 steps' chains took the same time on both.
+MEMORY_BOUND_CHAINS = ("norm_backward",)
 CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
 
 
@@ -607,7 +613,8 @@ def fit_family(profile: dict, rows: list[dict], member_rows: list[dict], member)
     notes = []
     seen = set()  # (the classes both parts timed)
     classes = profile.setdefault("memory_classes", {})
-    for cls in sorted((set(CALL_CLASS.values()) | set(SHAPED_CLASSES)) - {"elementwise"} - set(CHAINED_CLASSES)):
+    for cls in sorted((set(CALL_CLASS.values()) | set(SHAPED_CLASSES)) - {"elementwise"} - set(CHAINED_CLASSES)
+                      - set(MEMORY_BOUND_CHAINS)):
         points = []  # (rest, bytes' time at traffic 1, bytes, measured)
         parts = 0  # (that gave points: one part alone cannot tell traffic from rate)
         for selected, of in ((rows, lambda p: p), (member_rows, member)):
@@ -667,7 +674,7 @@ def _units_bound_where_unseen(profile: dict, seen: set[str]) -> list[str]:
     optimizers = ("multi_tensor", "fused_optimizer")
     for cls, entry in sorted(profile.get("memory_classes", {}).items()):
         traffic = entry.get("traffic", 1.0)
-        if cls in seen or cls in optimizers or entry.get("rate") or traffic <= _MOST_PASSES:
+        if cls in seen or cls in optimizers or cls in MEMORY_BOUND_CHAINS or entry.get("rate") or traffic <= _MOST_PASSES:
             continue
         entry["rate"], entry["traffic"] = bandwidth / traffic, 1.0
         notes.append(f"class {cls}: units' rate {entry['rate'] / 1e12:.2f} TB/s (traffic {traffic:.2f}x on one part's "
@@ -704,16 +711,36 @@ def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict], chained: bo
     what its bytes take (priced again at twice the traffic: the difference), what its rows take
     (priced again with a nanosecond a row) and the rest, then the least-squares (relative) fit of
     measured = rest + bytes x traffic + rows x row_step, both >= 0. A class with rows of one
-    shape only, or not chained, keeps its row step and fits its traffic alone."""
+    shape only, or not chained, keeps its row step and fits its traffic alone. A class whose price
+    is not linear in them (MEMORY_BOUND_CHAINS) is split about its estimate until that settles."""
+    if cls not in MEMORY_BOUND_CHAINS:
+        return _split_and_fit(profile, cls, rows, chained, 1.0, 0.0)
+    entry = profile.get("memory_classes", {}).get(cls, {})
+    estimate = (entry.get("traffic", 1.0), entry.get("row_step", 0.0))
+    for _ in range(20):
+        fitted = _split_and_fit(profile, cls, rows, chained, *estimate)
+        if fitted is None:
+            return None
+        settled = abs(math.log(fitted[0] / estimate[0])) < 1e-5 and abs(fitted[1] - estimate[1]) < 1e-5 * max(fitted[1], 1e-12)
+        estimate = fitted
+        if settled:
+            break
+    return estimate
+
+
+def _split_and_fit(profile: dict, cls: str, rows: list[dict], chained: bool, traffic_at: float,
+                   step_at: float) -> tuple[float, float] | None:
+    """_traffic_and_row_step's one split, about a traffic and a row step, and its fit."""
     def priced_with(traffic: float, row_step: float) -> list[dict]:
         return evaluate(rows, _with_class(profile, cls, traffic=traffic, row_step=row_step))
-    plain, doubled = priced_with(1.0, 0.0), priced_with(2.0, 0.0)
-    stepped = priced_with(1.0, 1e-9) if chained else plain
+    step_at = step_at if chained else 0.0
+    plain, doubled = priced_with(traffic_at, step_at), priced_with(2.0 * traffic_at, step_at)
+    stepped = priced_with(traffic_at, step_at + 1e-9) if chained else plain
     points = []  # (rest, bytes' time at traffic 1, rows in a chain, measured)
     for a, b, c in zip(plain, doubled, stepped):
         if a["priced"] and b["priced"] and c["priced"]:
-            memory, chain = b["priced"] - a["priced"], (c["priced"] - a["priced"]) / 1e-9
-            points.append((a["priced"] - memory, memory, chain, a["row"]["seconds"]))
+            memory, chain = (b["priced"] - a["priced"]) / traffic_at, (c["priced"] - a["priced"]) / 1e-9
+            points.append((a["priced"] - memory * traffic_at - chain * step_at, memory, chain, a["row"]["seconds"]))
     if not points or not any(m > 0 for _, m, _, _ in points):
         return None
 
