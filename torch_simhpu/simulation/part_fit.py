@@ -84,8 +84,8 @@ CHAINED_CLASSES = ("column_reduction", "batch_norm", "batch_norm_backward")
 ROW_STEP_CLASSES = CHAINED_CLASSES + ("norm", "norm_backward")
 # A norm backward's chain (its gamma/beta kernel's rows) adds to its price only what that kernel's
 # own reads do not cover, so its price is not linear in its traffic, as fit_family's split needs.
-# Its traffic and chain are fitted on one part (_traffic_and_row_step, about the constants as they
-# stand); its traffic is memory's: the calibration's bfloat16 norms ran 1.4x faster on an H200 than
+# Its traffic and chain are fitted on one part (_traffic_and_row_step, split about its estimate until
+# that settles); its traffic is memory's: the calibration's bfloat16 norms ran 1.4x faster on an H200 than
 # on an H100, their bandwidths' ratio, where the float32 steps' chains took the same time on both.
 MEMORY_BOUND_CHAINS = ("norm_backward",)
 CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
@@ -721,7 +721,8 @@ def _traffic_and_row_step(profile: dict, cls: str, rows: list[dict], chained: bo
         fitted = _split_and_fit(profile, cls, rows, chained, *estimate)
         if fitted is None:
             return None
-        settled = abs(math.log(fitted[0] / estimate[0])) < 1e-5 and abs(fitted[1] - estimate[1]) < 1e-5 * max(fitted[1], 1e-12)
+        settled = (abs(math.log(fitted[0] / estimate[0])) < 1e-5
+                   and abs(fitted[1] - estimate[1]) < 1e-5 * max(fitted[1], 1e-12))
         estimate = fitted
         if settled:
             break

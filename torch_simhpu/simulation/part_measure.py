@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
+import pathlib
 import statistics
 import sys
 import time
@@ -313,11 +315,10 @@ def build_cold(case: dict, device) -> callable:
     copies = min(MOST_COPIES, math.ceil(2 * last_level_cache_bytes() / max(held, 1)))
     if copies <= 1:
         return fn
-    calls = [fn] + [build(dict(case), device) for _ in range(copies - 1)]
-    turn = iter(range(1 << 62))
+    calls = itertools.cycle([fn] + [build(dict(case), device) for _ in range(copies - 1)])
 
     def rotating():
-        return calls[next(turn) % copies]()
+        return next(calls)()
     rotating.note = f"its operands rotated through {copies} copies ({copies * held / 2**20:.1f} MB)"
     return rotating
 
@@ -358,11 +359,10 @@ def _cell_filled(cell) -> bool:
 
 def last_level_cache_bytes() -> int:
     """The largest cache of the CPU this runs on, from Linux's sysfs; 32 MB where it does not say."""
-    import glob
     sizes = []
-    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+    for path in pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
         try:
-            text = open(path).read().strip().upper()
+            text = path.read_text().strip().upper()
         except OSError:
             continue
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
@@ -675,7 +675,6 @@ def _load_zoo():
         from torch_simhpu import model_zoo
     except ImportError:  # run by path, without the package (its extension not built for this torch)
         import importlib.util
-        import pathlib
         spec = importlib.util.spec_from_file_location("model_zoo", pathlib.Path(__file__).with_name("model_zoo.py"))
         model_zoo = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(model_zoo)
