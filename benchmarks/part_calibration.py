@@ -12,7 +12,9 @@ step's shapes) and, from the third H100's steps (their kernels' own times in
 step-kernels-h100-sxm-2026-11-28.json; the second H200's are held out): the four calls of
 PyTorch's generic elementwise kernel (a broadcast operand, strided_rows), the float32 layer
 norms of the GPT, BERT and ViT steps, forward and forward + backward (norm_rows: rows of 384 and
-768 columns, where a block's time a row shows beside the bytes'), and the four steps' cuDNN
+768 columns, where a block's time a row shows beside the bytes'), the ResNet step's channels-first
+batch norms, forward and forward + backward (batch_norm_rows: 7x7 to 112x112 planes of 64 to 512
+channels, where a channel's block walks its elements in a chain), and the four steps' cuDNN
 attention (attention_rows: 196 to 2048 keys at a step's batch, where a wave of blocks' fixed time
 shows beside the FLOPs'). A step's kernels are all fitted on, not split.
 torch_simhpu.simulation.part_fit splits it: within each group of alike rows, every other
@@ -148,6 +150,46 @@ def norm_rows(path: Path) -> list[dict]:
     return rows
 
 
+_BATCH_NORM_KERNELS = {
+    "forward": ("void at::native::batch_norm_collect_statistics_kernel<",
+                "void at::native::(anonymous namespace)::unrolled_elementwise_kernel_for_multi_outputs<",
+                "void at::native::batch_norm_transform_input_kernel<"),
+    "backward": ("void at::native::batch_norm_backward_kernel<",)}
+
+
+def batch_norm_rows(path: Path) -> list[dict]:
+    """The channels-first batch norms of a step-kernels file as part_measure's batch norm rows: the
+    forward's kernels' time a call (statistics, running averages, the normalised output), and with
+    the backward's at the same shape. The backward kernel's template says the activations' type
+    (the weights are float32, as BatchNorm2d's under autocast and as part_measure's rows)."""
+    from torch_simhpu.simulation import part_measure
+    forward_call, both_call = part_measure.BATCH_NORM
+    rows = []
+    for step in json.loads(path.read_text())["steps"]:
+        forward, backward = {}, {}
+        for op in step["operators"]:
+            kernels = list(op["kernels"])
+            if not op["shapes"] or not kernels or len(op["shapes"][0]) != 4:
+                continue
+            shape = tuple(op["shapes"][0])
+            if op["op"] == "aten::native_batch_norm" and all(k.startswith(_BATCH_NORM_KERNELS["forward"]) for k in kernels):
+                forward[shape] = op["device_us"] * 1e-6 / op["calls"]
+            elif op["op"] == "aten::native_batch_norm_backward" and \
+                    all(k.startswith(_BATCH_NORM_KERNELS["backward"]) for k in kernels):
+                element = kernels[0][len(_BATCH_NORM_KERNELS["backward"][0]):].split(",")[0]
+                backward[shape] = (op["device_us"] * 1e-6 / op["calls"], element)
+        for shape, (seconds, element) in backward.items():
+            dtype = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}.get(element)
+            if dtype is None or shape not in forward:
+                continue
+            timing = f"kernels: the part's own time for them in the {step['model']} step ({path.name})"
+            rows.append(dict(kind="memory-bound", call=forward_call, dtype=dtype, shape=list(shape),
+                             seconds=forward[shape], timing=timing))
+            rows.append(dict(kind="memory-bound", call=both_call, dtype=dtype, shape=list(shape),
+                             seconds=forward[shape] + seconds, timing=timing))
+    return rows
+
+
 _ATTENTION_KERNELS = ("cudnn_generated_fort_native_sdpa_", "void cudnn::fusion::", "Memset (Device)")
 
 
@@ -186,7 +228,7 @@ def attention_rows(path: Path) -> list[dict]:
 def step_kernel_rows(path: Path) -> list[dict]:
     """The calls of a step-kernels file the fit takes as rows (strided elementwise calls, layer norms,
     attention)."""
-    return strided_rows(path) + norm_rows(path) + attention_rows(path)
+    return strided_rows(path) + norm_rows(path) + batch_norm_rows(path) + attention_rows(path)
 
 
 def host_rows(rows: list[dict]) -> list[dict]:

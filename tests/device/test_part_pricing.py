@@ -1460,3 +1460,39 @@ def test_a_conversion_to_wider_elements_is_priced_by_a_class_of_its_own():
     # a profile written before the class was told apart prices it as a copy
     loaded = load_profile(dict(base, memory_classes=dict(classes, copy={"traffic": 1.7})))
     assert loaded["memory_classes"]["widening_copy"]["traffic"] == 1.7
+
+
+def _part_calibration():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "part_calibration.py"
+    spec = importlib.util.spec_from_file_location("part_calibration", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_steps_channels_first_batch_norms_become_rows_of_the_calls_part_measure_times(tmp_path):
+    # (the ResNet step's batch norms are the fit's rows at a step's shapes, where a channel's block walks
+    # its elements in a chain: forward, and forward + backward, each call's kernels' own time)
+    stats = "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, c10::BFloat16, c10::BFloat16, float"
+    transform = "void at::native::batch_norm_transform_input_kernel<c10::BFloat16, float, float, true, int>"
+    backward = "void at::native::batch_norm_backward_kernel<c10::BFloat16, float, float, int>(torch"
+    channels_last = "void at::native::batch_norm_collect_channels_last_statistics_kernel<at::native::Var"
+    ops = [
+        dict(op="aten::native_batch_norm", shapes=[[64, 128, 28, 28], [128]], calls=5, device_us=256.5,
+             kernels={stats: 5, transform: 5}),
+        dict(op="aten::native_batch_norm_backward", shapes=[[64, 128, 28, 28]], calls=5, device_us=447.0,
+             kernels={backward: 5}),
+        # (a channels-last norm runs other kernels, timed by other rows: left out)
+        dict(op="aten::native_batch_norm", shapes=[[64, 64, 56, 56]], calls=1, device_us=99.0, kernels={channels_last: 1}),
+        dict(op="aten::native_batch_norm_backward", shapes=[[64, 64, 56, 56]], calls=1, device_us=99.0,
+             kernels={backward: 1}),
+    ]
+    path = tmp_path / "step-kernels.json"
+    path.write_text(json.dumps({"steps": [dict(model="resnet", operators=ops)]}))
+    forward, both = _part_calibration().batch_norm_rows(path)
+    assert (forward["call"], both["call"]) == part_measure.BATCH_NORM
+    assert forward["dtype"] == both["dtype"] == "bfloat16" and forward["shape"] == both["shape"] == [64, 128, 28, 28]
+    assert forward["seconds"] == pytest.approx(51.3e-6) and both["seconds"] == pytest.approx(51.3e-6 + 89.4e-6)
+    assert "resnet step" in forward["timing"] and forward["timing"].startswith("kernels:")
