@@ -324,7 +324,7 @@ def main(argv=None) -> int:
         PROFILE.write_text(profile_text(profile))
         print(f"wrote {PROFILE}")
     strided = part_fit.evaluate(step_kernel_rows(STEP_KERNELS_H200), _family_member(profile, "h200"))
-    print_table("held out: the second H200's strided elementwise calls, layer norms and attention in its steps "
+    print_table("held out: the second H200's strided elementwise calls, layer and batch norms and attention in its steps "
                 "(priced by h200)", table(strided), args.markdown)
     print_rows(strided, kinds=("memory-bound", "attention"))
     for title, (path, name) in HELD_OUT.items():
