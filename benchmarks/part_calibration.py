@@ -111,83 +111,64 @@ def strided_rows(path: Path) -> list[dict]:
     return rows
 
 
-_LAYER_NORM_KERNELS = {"forward": "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<",
+_LAYER_NORM_KERNELS = {"forward": ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<",),
                        "backward": ("void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<",
                                     "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<")}
+_BATCH_NORM_KERNELS = {
+    "forward": ("void at::native::batch_norm_transform_input_kernel<",
+                "void at::native::batch_norm_collect_statistics_kernel<",
+                "void at::native::(anonymous namespace)::unrolled_elementwise_kernel_for_multi_outputs<"),
+    "backward": ("void at::native::batch_norm_backward_kernel<",)}
+_ELEMENT_TYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
 
 
-def norm_rows(path: Path) -> list[dict]:
-    """The layer norms of a step-kernels file as part_measure's layer norm rows: the forward's
-    kernels' time a call, and the forward's with the backward's at the same shape (a backward
-    whose only kernels are its input's gradient and the gamma/beta one: no partial sums). The
-    kernels' template says the elements' type (the steps' norms run float32 under autocast)."""
-    from torch_simhpu.simulation import part_measure
-    forward_call, both_call = (c for c in part_measure.ROWWISE if c.startswith("F.layer_norm"))
+def _kernel_timed_rows(path: Path, op: str, kernels: dict, calls: tuple[str, str]) -> list[dict]:
+    """A step-kernels file's `aten::native_{op}` calls as part_measure's rows `calls` (forward, and
+    forward + backward): the forward's kernels' time a call, and the forward's with the backward's at
+    the same shape, where every kernel of each is one of `kernels`. The first forward kernel's first
+    template argument says the elements' type."""
     rows = []
     for step in json.loads(path.read_text())["steps"]:
         forward, backward = {}, {}
-        for op in step["operators"]:
-            kernels = list(op["kernels"])
-            if not op["shapes"] or not kernels:
+        for entry in step["operators"]:
+            names = list(entry["kernels"])
+            if not entry["shapes"] or not names:
                 continue
-            shape = tuple(op["shapes"][0])
-            if op["op"] == "aten::native_layer_norm" and all(k.startswith(_LAYER_NORM_KERNELS["forward"]) for k in kernels):
-                forward[shape] = (op["device_us"] * 1e-6 / op["calls"], kernels[0])
-            elif op["op"] == "aten::native_layer_norm_backward" and \
-                    all(k.startswith(_LAYER_NORM_KERNELS["backward"]) for k in kernels):
-                backward[shape] = op["device_us"] * 1e-6 / op["calls"]
-        for shape, (seconds, kernel) in forward.items():
-            element = kernel[len(_LAYER_NORM_KERNELS["forward"]):].split(",")[0]
-            dtype = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}.get(element)
+            shape, seconds = tuple(entry["shapes"][0]), entry["device_us"] * 1e-6 / entry["calls"]
+            if entry["op"] == f"aten::native_{op}" and all(k.startswith(kernels["forward"]) for k in names):
+                element = next((k[len(kernels["forward"][0]):].split(",")[0] for k in names
+                                if k.startswith(kernels["forward"][0])), None)
+                forward[shape] = (seconds, _ELEMENT_TYPES.get(element))
+            elif entry["op"] == f"aten::native_{op}_backward" and all(k.startswith(kernels["backward"]) for k in names):
+                backward[shape] = seconds
+        timing = f"kernels: the part's own time for them in the {step['model']} step ({path.name})"
+        for shape, (seconds, dtype) in forward.items():
             if dtype is None:
                 continue
-            timing = f"kernels: the part's own time for them in the {step['model']} step ({path.name})"
-            rows.append(dict(kind="memory-bound", call=forward_call, dtype=dtype, shape=list(shape), seconds=seconds,
+            rows.append(dict(kind="memory-bound", call=calls[0], dtype=dtype, shape=list(shape), seconds=seconds,
                              timing=timing))
             if shape in backward:
-                rows.append(dict(kind="memory-bound", call=both_call, dtype=dtype, shape=list(shape),
+                rows.append(dict(kind="memory-bound", call=calls[1], dtype=dtype, shape=list(shape),
                                  seconds=seconds + backward[shape], timing=timing))
     return rows
 
 
-_BATCH_NORM_KERNELS = {
-    "forward": ("void at::native::batch_norm_collect_statistics_kernel<",
-                "void at::native::(anonymous namespace)::unrolled_elementwise_kernel_for_multi_outputs<",
-                "void at::native::batch_norm_transform_input_kernel<"),
-    "backward": ("void at::native::batch_norm_backward_kernel<",)}
+def norm_rows(path: Path) -> list[dict]:
+    """The layer norms of a step-kernels file as part_measure's layer norm rows (a backward whose only
+    kernels are its input's gradient and the gamma/beta one: no partial sums; the steps' norms run
+    float32 under autocast)."""
+    from torch_simhpu.simulation import part_measure
+    calls = tuple(c for c in part_measure.ROWWISE if c.startswith("F.layer_norm"))
+    return _kernel_timed_rows(path, "layer_norm", _LAYER_NORM_KERNELS, calls)
 
 
 def batch_norm_rows(path: Path) -> list[dict]:
     """The channels-first batch norms of a step-kernels file as part_measure's batch norm rows: the
-    forward's kernels' time a call (statistics, running averages, the normalised output), and with
-    the backward's at the same shape. The backward kernel's template says the activations' type
-    (the weights are float32, as BatchNorm2d's under autocast and as part_measure's rows)."""
+    forward's kernels (statistics, running averages, the normalised output), and with the backward's
+    (a channels-last norm runs other kernels, and other rows time it). The weights are float32, as
+    BatchNorm2d's under autocast and as part_measure's rows."""
     from torch_simhpu.simulation import part_measure
-    forward_call, both_call = part_measure.BATCH_NORM
-    rows = []
-    for step in json.loads(path.read_text())["steps"]:
-        forward, backward = {}, {}
-        for op in step["operators"]:
-            kernels = list(op["kernels"])
-            if not op["shapes"] or not kernels or len(op["shapes"][0]) != 4:
-                continue
-            shape = tuple(op["shapes"][0])
-            if op["op"] == "aten::native_batch_norm" and all(k.startswith(_BATCH_NORM_KERNELS["forward"]) for k in kernels):
-                forward[shape] = op["device_us"] * 1e-6 / op["calls"]
-            elif op["op"] == "aten::native_batch_norm_backward" and \
-                    all(k.startswith(_BATCH_NORM_KERNELS["backward"]) for k in kernels):
-                element = kernels[0][len(_BATCH_NORM_KERNELS["backward"][0]):].split(",")[0]
-                backward[shape] = (op["device_us"] * 1e-6 / op["calls"], element)
-        for shape, (seconds, element) in backward.items():
-            dtype = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}.get(element)
-            if dtype is None or shape not in forward:
-                continue
-            timing = f"kernels: the part's own time for them in the {step['model']} step ({path.name})"
-            rows.append(dict(kind="memory-bound", call=forward_call, dtype=dtype, shape=list(shape),
-                             seconds=forward[shape], timing=timing))
-            rows.append(dict(kind="memory-bound", call=both_call, dtype=dtype, shape=list(shape),
-                             seconds=forward[shape] + seconds, timing=timing))
-    return rows
+    return _kernel_timed_rows(path, "batch_norm", _BATCH_NORM_KERNELS, part_measure.BATCH_NORM)
 
 
 _ATTENTION_KERNELS = ("cudnn_generated_fort_native_sdpa_", "void cudnn::fusion::", "Memset (Device)")

@@ -617,6 +617,11 @@ def test_a_cpu_call_is_timed_on_operands_that_have_left_the_cache(monkeypatch):
     assert part_measure.build_cold(launch, "cpu")().item() == 1.0
     row, = part_measure.measure("cpu", [gemm, launch], time_limit=60.0, log=lambda *_: None)["rows"][:1]
     assert f"rotated through {copies} copies" in row["timing"]
+    # (a call that holds no tensors of its own has nothing to rotate)
+    def holds_nothing():
+        return None
+    monkeypatch.setattr(part_measure, "build", lambda case, device: holds_nothing)
+    assert part_measure.build_cold(gemm, "cpu") is holds_nothing
 
 
 def test_profile_part_names_a_measurement_that_runs_past_its_time(tmp_path):

@@ -312,7 +312,9 @@ def build_cold(case: dict, device) -> callable:
         return fn
     fn()  # (an optimizer makes its state at its first step)
     held = bytes_held(fn)
-    copies = min(MOST_COPIES, math.ceil(2 * last_level_cache_bytes() / max(held, 1)))
+    if held == 0:
+        return fn  # (nothing of its own to read)
+    copies = min(MOST_COPIES, math.ceil(2 * last_level_cache_bytes() / held))
     if copies <= 1:
         return fn
     calls = itertools.cycle([fn] + [build(dict(case), device) for _ in range(copies - 1)])
