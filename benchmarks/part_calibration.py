@@ -363,18 +363,13 @@ def _raw_member(fitted_h100: dict, name: str) -> dict:
     if own.get("inherits") != "h100-sxm":
         return own
     own.pop("inherits")
-    return part_profiles._merged(fitted_h100, own)
+    return part_profiles.merged_with_base(fitted_h100, own, "h100-sxm", name)
 
 
 def _family_member(fitted_h100: dict, name: str) -> dict:
     """`name`'s profile with the fitted H100 constants under its own fields (what --write would ship)."""
     from torch_simhpu.simulation import part_profiles
-    own = json.loads((part_profiles.PROFILE_DIR / f"{name}.json").read_text())
-    if own.get("inherits") != "h100-sxm":
-        return part_profiles.load_profile(name)
-    own = dict(own)
-    own.pop("inherits")
-    return part_profiles.load_profile(part_profiles._merged(fitted_h100, own))
+    return part_profiles.load_profile(_raw_member(fitted_h100, name))
 
 
 if __name__ == "__main__":

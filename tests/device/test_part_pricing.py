@@ -473,17 +473,20 @@ def test_a_foreach_step_is_priced_as_few_kernels_not_one_a_tensor():
     assert foreach < for_loop / 3  # small tensors: kernels' fixed time dominates, and foreach has few kernels
 
 
+_COMPUTE = ("matrix_flops", "vector_flops", "tf32_flops", "matrix_units", "attention", "memory_classes",
+            "multi_tensor_apply", "softmax_rows", "strided_elementwise", "convolution_layout_conversion", "die")
+
+
 def test_one_part_family_one_compute():
     h100, h200, hbm2e = (load_profile(n) for n in ("h100-sxm", "h200", "h100-hbm2e-96gb"))
-    for field in ("matrix_flops", "vector_flops", "tf32_flops", "matrix_units", "attention", "memory_classes",
-                  "multi_tensor_apply"):
-        assert h200[field] == h100[field], field
-    for field in ("matrix", "matrix_8bit", "convolution", "vector"):
-        assert h200["efficiency"][field] == h100["efficiency"][field], field
-    assert hbm2e["matrix_flops"] == h100["matrix_flops"]
+    for member in (h200, hbm2e):  # the same die: every compute figure the SXM's, as calibrated on it
+        for field in _COMPUTE:
+            assert member[field] == h100[field], (member["name"], field)
+        assert member["efficiency"] == h100["efficiency"] and member["kernel_overhead"] == h100["kernel_overhead"]
     # what the datasheets say differs: memory
     assert h200["memory_bandwidth"] == 4.8e12 and h100["memory_bandwidth"] == 3.35e12
-    assert h200["memory_capacity"] > h100["memory_capacity"]
+    assert hbm2e["memory_bandwidth"] == 2.4e12
+    assert h200["memory_capacity"] > hbm2e["memory_capacity"] > h100["memory_capacity"]
     # compute-bound work is priced alike on both parts; memory-bound work follows the bandwidth
     assert device_seconds(sdpa(), "h200") == pytest.approx(device_seconds(sdpa(), "h100-sxm"), rel=0.02)
 
@@ -491,6 +494,54 @@ def test_one_part_family_one_compute():
         x = torch.empty(1 << 26, device="simhpu")
         return lambda: x + x
     assert device_seconds(add, "h100-sxm") / device_seconds(add, "h200") == pytest.approx(4.8 / 3.35, rel=0.05)
+
+
+def test_a_part_with_fewer_sms_and_a_lower_clock_gets_its_siblings_compute_scaled():
+    sxm, pcie = load_profile("h100-sxm"), load_profile("h100-pcie")
+    scale = 114 * 1.755e9 / (132 * 1.98e9)
+    cycle = 1.98e9 / 1.755e9
+    # the scaled calibration agrees with the PCIe datasheet's own rates (756 bf16, 51 fp32, 26 fp64 TFLOP/s)
+    for dtype, datasheet in ((torch.bfloat16, 756e12), (torch.float32, 51e12)):
+        assert pcie["matrix_flops"][dtype] == pytest.approx(sxm["matrix_flops"][dtype] * scale)
+        assert pcie["matrix_flops" if dtype == torch.bfloat16 else "vector_flops"][dtype] == pytest.approx(datasheet, rel=0.01)
+    assert pcie["vector_flops"][torch.float64] == pytest.approx(26e12, rel=0.01)
+    assert pcie["matrix_units"]["count"] == 114 and pcie["die"] == {"sms": 114, "boost_clock": 1.755e9}
+    assert pcie["matrix_units"]["tile_overhead"] == pytest.approx(sxm["matrix_units"]["tile_overhead"] * cycle)
+    for direction in ("forward", "backward"):
+        ours, theirs = pcie["attention"]["cudnn"][direction], sxm["attention"]["cudnn"][direction]
+        assert ours["flops"] == pytest.approx([r * scale for r in theirs["flops"]])
+        assert ours["wave_time"] == pytest.approx(theirs["wave_time"] * cycle)
+        assert ours["tile"] == theirs["tile"] and ours["grouped_rate"] == theirs["grouped_rate"]
+    for name, cost in sxm["memory_classes"].items():  # passes over memory stay, the units' rate and row steps scale
+        mine = pcie["memory_classes"][name]
+        assert (mine["traffic"], mine["floor"]) == (cost["traffic"], cost["floor"]), name
+        assert (mine["rate"], mine["row_step"]) == pytest.approx((cost["rate"] * scale, cost["row_step"] * cycle)), name
+    assert pcie["strided_elementwise"] == pytest.approx(sxm["strided_elementwise"] / scale)
+    assert pcie["efficiency"] == sxm["efficiency"] and pcie["host_autograd_overhead"] == sxm["host_autograd_overhead"]
+    assert pcie["memory_bandwidth"] == 2.0e12 and pcie["fabric"]["intra_node"]["bandwidth"] == 64e9
+    # priced: attention takes the compute's ratio longer, a large add the memory's
+    assert device_seconds(sdpa(), "h100-pcie") / device_seconds(sdpa(), "h100-sxm") == pytest.approx(1 / scale, rel=0.05)
+
+    def add():
+        x = torch.empty(1 << 26, device="simhpu")
+        return lambda: x + x
+    assert device_seconds(add, "h100-pcie") / device_seconds(add, "h100-sxm") == pytest.approx(3.35 / 2.0, rel=0.05)
+
+
+def test_a_die_a_profile_states_wrongly_is_refused_by_name(tmp_path):
+    faster = tmp_path / "faster.json"
+    faster.write_text(json.dumps({"inherits": "h100-sxm", "die": {"sms": 132, "boost_clock": 2.2e9}}))
+    assert load_profile(str(faster))["matrix_flops"][torch.bfloat16] == pytest.approx(
+        load_profile("h100-sxm")["matrix_flops"][torch.bfloat16] * 2.2 / 1.98)
+    for die, message in (({"sms": 0, "boost_clock": 1.9e9}, "'die.sms'"), ({"sms": 100, "boost_clock": 1.9}, "'die.boost_clock'"),
+                         ({"sms": 100}, "'die.boost_clock'"), ({"cores": 100}, "'die'")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({"inherits": "h100-sxm", "die": die}))
+        with pytest.raises(ProfileError, match=rf"bad\.json: field {message}"):
+            load_profile(str(bad))
+    # a die that disagrees with the matrix units it states
+    with pytest.raises(ProfileError, match=r"matrix_units\.count.*die\.sms = 100"):
+        load_profile(dict(part_fit._raw("h100-sxm"), die={"sms": 100, "boost_clock": 1.98e9}))
 
 
 def test_a_profile_that_inherits_states_only_what_differs(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from torch_simhpu import _C
-from torch_simhpu.simulation import kernel_choice
+from torch_simhpu.simulation import kernel_choice, part_family
 
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -79,8 +79,17 @@ def _read_profile(path: Path, text: str, seen: tuple) -> dict:
     if base_path.resolve() in seen:
         raise ProfileError(f"{path}: field 'inherits': {base!r} inherits from this profile again (a cycle)")
     inherited = _read_profile(base_path, base, (*seen, path.resolve()))
-    merged = _merged(inherited, data)
-    merged["sources"] = [*data.get("sources", []), *(f"(from {base}) {s}" for s in inherited.get("sources", []))]
+    return merged_with_base(inherited, data, base, str(path))
+
+
+def merged_with_base(base: dict, own: dict, base_name: str, where: str) -> dict:
+    """A profile's own fields (its JSON less 'inherits') over its base's: the base's compute first
+    scaled to the profile's die where it states another (part_family), the sources of both."""
+    die, base_die = part_family.die_of(own, where), part_family.die_of(base, base_name)
+    if die and base_die and die != base_die:
+        base = part_family.scaled_to_die(base, die, base_die)
+    merged = _merged(base, own)
+    merged["sources"] = [*own.get("sources", []), *(f"(from {base_name}) {s}" for s in base.get("sources", []))]
     return merged
 
 
@@ -239,6 +248,12 @@ def _validated(data: dict, where: str) -> dict:
             raise problem("matrix_units.split_k", f"how many units may share a tile's K, an int >= 1, got {split_k!r}")
         out["matrix_units"] = {"count": count, "tiles": [list(t) for t in tiles], "split_k": split_k,
                                "tile_overhead": positive(units.get("tile_overhead", 0), "matrix_units.tile_overhead")}
+    # optional: the die's SMs and clock, which a part of its family inheriting this profile scales by
+    die = part_family.die_of(data, where)
+    if die:
+        out["die"] = {"sms": die[0], "boost_clock": die[1]}
+        if "matrix_units" in out and out["matrix_units"]["count"] != die[0]:
+            raise problem("matrix_units.count", f"the die's SMs (die.sms = {die[0]}), got {out['matrix_units']['count']!r}")
     out["memory_classes"] = _memory_classes(section(data.get("memory_classes", {}), "memory_classes"), problem,
                                             positive)
     given_mta = data.get("multi_tensor_apply", {})
