@@ -81,6 +81,20 @@ TITAN_ROWS = [
 ]
 SEQ_LEN = 8192
 PROFILE = "h100-hbm2e-96gb"  # the published hardware (torch_simhpu/simulation/profiles/h100-hbm2e-96gb.json)
+# ...and the published software: the PyTorch of 2024-12-23 took SDPA's flash backend first on an H100.
+# cuDNN's was opt-in from 2.5.1 (pytorch/pytorch#138522; #142132 shows a 2.6 nightly of 2024-12-04 not
+# taking it) until 2.9 made it the default on sm90 again (#162073), as the torch this project measured
+# (2.11) does; torchtitan asked for it itself only in 2025-03 (pytorch/torchtitan#1000).
+PUBLISHED_ATTENTION_PRIORITY = ["flash", "efficient", "math", "cudnn"]
+
+
+def published_profile(folder: str) -> str:
+    """PROFILE with the attention backends tried in the published run's order: a file in `folder`."""
+    path = os.path.join(folder, f"{PROFILE}-torch-2024-12.json")
+    with open(path, "w") as f:
+        json.dump({"name": f"{PROFILE}-sdpa-as-torch-2024-12", "inherits": PROFILE,
+                   "attention": {"priority": PUBLISHED_ATTENTION_PRIORITY}}, f)
+    return path
 
 
 def titan_config(folder, flavor, tp, batch, ac) -> str:
@@ -102,7 +116,8 @@ def titan_config(folder, flavor, tp, batch, ac) -> str:
 def titan(folder, config, ranks, steps, tokens_per_step) -> dict:
     """One phantom run of rank 0: its simulated span, the last step's memory (torchtitan's), wall
     time and peak RSS, and the planner's figures from the simulation report."""
-    command = [sys.executable, "-m", "torch_simhpu.simulation", "--profile", PROFILE, "--host-time", "modelled",
+    command = [sys.executable, "-m", "torch_simhpu.simulation", "--profile", published_profile(folder),
+               "--host-time", "modelled",
                "--world", str(ranks), "--rank", "0", "--tokens-per-step", str(tokens_per_step),
                "-m", "torchtitan.train", "--job.config_file", config,
                "--training.steps", str(steps), "--metrics.log_freq", "1"]
@@ -137,7 +152,8 @@ def titan_workdir(prefix: str) -> str:
 
 def titan_rows() -> None:
     folder = titan_workdir("simhpu-titan-")
-    print(f"\ntorchtitan (unchanged) under phantom execution on {PROFILE}, rank 0 of each layout, seq {SEQ_LEN}:")
+    print(f"\ntorchtitan (unchanged) under phantom execution on {PROFILE}, SDPA's backends tried as the published "
+          f"run's torch did ({', '.join(PUBLISHED_ATTENTION_PRIORITY)}), rank 0 of each layout, seq {SEQ_LEN}:")
     print(f"{'published row':<40} {'wall 1 step':>11} {'RSS':>7} {'step (sim)':>10} {'TPS/GPU':>8} "
           f"{'published':>9} {'step err':>8} {'GiB':>6} {'published':>9} {'mem err':>7}")
     planners = []
@@ -317,7 +333,12 @@ def main() -> None:
                         help="only torchtitan's Llama 3 405B at the Llama 3 paper's layouts (30 minutes)")
     parser.add_argument("--experts", action="store_true",
                         help="only torchtitan's DeepSeek-V3 16B at expert parallelism 64, balanced and skewed (5 minutes)")
+    parser.add_argument("--titan", action="store_true",
+                        help="only torchtitan's published H100 rows (8B and 70B, a few minutes)")
     options = parser.parse_args()
+    if options.titan:
+        titan_rows()
+        return
     if options.llama405:
         llama3_405b_rows()
         return
