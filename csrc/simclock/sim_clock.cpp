@@ -8,7 +8,9 @@
 #include "runtime/own_work.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 #include <cstring>
@@ -65,6 +67,14 @@ struct State {
   FlopFormula formula;
   std::unordered_set<std::string> formula_ops;
   std::unordered_map<std::string, MemoryClass> op_classes;  // operators not elementwise, by name without overload
+  // Library calls whose backward the engine has not reached yet (LibraryCall), oldest first.
+  struct LibraryBackward {
+    uint64_t thread, first_node, end_node;  // the autograd nodes it recorded: [first, end) on `thread`
+    c10::DeviceIndex device;
+    std::vector<LibraryKernel> kernels;
+    bool timed = false;
+  };
+  std::deque<LibraryBackward> library_backwards;
 };
 
 State& state() {
@@ -127,6 +137,14 @@ void begin_counting_before_first_launch(uint64_t epoch) {
   }
   operators_epoch = epoch;
 }
+// Open library calls on this thread (LibraryCall), and whether the autograd node the engine evaluates
+// is one of theirs: what it launches meanwhile is not the part's, the sums of its outputs into the next
+// nodes' inputs included (a weight's gradients over the time steps: the library's kernels summed them).
+thread_local int library_calls_open = 0;
+thread_local bool in_library_node = false;
+// The engine began evaluating a node whose dispatch is not paid yet (see on_operator_start).
+thread_local bool node_dispatch_pending = false;
+
 // Lines of the program's Python this thread ran that the host has not paid for yet.
 thread_local uint64_t python_lines_unpaid = 0;
 
@@ -168,11 +186,88 @@ void on_autograd_node(State& s) {
   ++autograd_nodes_before_first_launch;
 }
 
+void time_record(State& s, const LaunchRecord& record, const c10::Stream& stream, double host,
+                 const LaunchWork* work, KernelTraits traits);
+
+// This thread launches on the device: from now on it is one of the program's host threads, and
+// pays for what it did before its first launch in this epoch.
+void become_host_thread(State& s) {
+  if (host_thread) return;
+  host_thread = true;
+  if (operators_epoch == s.epoch) {
+    s.host += operators_before_first_launch * s.profile->host_op_overhead +
+              autograd_nodes_before_first_launch * s.profile->host_autograd_overhead;
+  }
+  operators_before_first_launch = 0;
+  autograd_nodes_before_first_launch = 0;
+}
+
+// The library's kernels on `stream`, each launched by the host in turn.
+void time_library_kernels(State& s, const std::vector<LibraryKernel>& kernels, const c10::Stream& stream) {
+  become_host_thread(s);
+  for (const LibraryKernel& kernel : kernels) {
+    LaunchRecord record;
+    record.op_name = kernel.name;
+    s.host += s.profile->host_launch_overhead;
+    time_record(s, record, stream, s.host, &kernel.work, kernel.traits);
+  }
+  if (s.profile->synchronous_launches) s.host = std::max(s.host, s.streams[key_of(stream)].time);
+}
+
+State::LibraryBackward* library_backward_of(State& s, uint64_t thread, int64_t node) {
+  if (node < 0) return nullptr;
+  for (State::LibraryBackward& call : s.library_backwards) {
+    if (call.thread == thread && call.first_node <= static_cast<uint64_t>(node) &&
+        static_cast<uint64_t>(node) < call.end_node) {
+      return &call;
+    }
+  }
+  return nullptr;
+}
+
+// The engine reached a library call's backward: the host pays one node for it and launches its kernels
+// on the stream the engine runs it on.
+void time_library_backward(State& s, State::LibraryBackward& call) {
+  call.timed = true;
+  on_autograd_node(s);
+  const c10::Stream stream =
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getStream(c10::Device(c10::DeviceType::PrivateUse1, call.device));
+  time_library_kernels(s, call.kernels, stream);
+}
+
+// The host dispatches a top-level operator (or the engine evaluates a node): the profile's time for it.
+void pay_operator_dispatch(State& s) {
+  if (host_thread) {
+    advance_host(s, thread_cpu_seconds());
+    s.host += s.profile->host_op_overhead;
+  } else {
+    begin_counting_before_first_launch(s.epoch);
+    ++operators_before_first_launch;
+  }
+}
+
+// The autograd engine's span around evaluating a node: the node, then the sums of its outputs into
+// the next nodes' inputs.
+bool is_node_evaluation(const char* name) {
+  static constexpr char kPrefix[] = "autograd::engine::evaluate_function: ";
+  return std::strncmp(name, kPrefix, sizeof(kPrefix) - 1) == 0;
+}
+
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
-    on_autograd_node(s);
+    if (!s.profile || kernel_thread()) return nullptr;
+    State::LibraryBackward* call = library_backward_of(s, fn.forwardThreadId(), fn.seqNr());
+    in_library_node = call != nullptr;
+    const bool evaluation_unpaid = std::exchange(node_dispatch_pending, false);
+    if (call && call->timed) return nullptr;  // (another of the nodes the library's backward stands for)
+    if (evaluation_unpaid) pay_operator_dispatch(s);
+    if (call) {
+      time_library_backward(s, *call);
+    } else {
+      on_autograd_node(s);
+    }
     return nullptr;
   }
   if (kernel_thread()) return nullptr;
@@ -183,12 +278,13 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
     if (s.profile && s.profile->multi_tensor.enabled && std::strncmp(fn.name(), "aten::_foreach_", 15) == 0) {
       multi_tensor_op = MultiTensorOp{true};
     }
-    if (s.profile && host_thread) {
-      advance_host(s, thread_cpu_seconds());
-      s.host += s.profile->host_op_overhead;
-    } else if (s.profile) {
-      begin_counting_before_first_launch(s.epoch);
-      ++operators_before_first_launch;
+    if (s.profile) {
+      // (a node's evaluation is paid when the node says whose it is: a library call's nodes but one are free)
+      if (is_node_evaluation(fn.name())) {
+        node_dispatch_pending = true;
+      } else {
+        pay_operator_dispatch(s);
+      }
     }
     ++op_depth;
   }
@@ -215,6 +311,12 @@ void end_multi_tensor_op() {
 void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION || kernel_thread()) return;
   if (op_depth > 0 && --op_depth == 0) {
+    in_library_node = false;  // (its evaluation ended, the sums into the next nodes' inputs with it)
+    if (std::exchange(node_dispatch_pending, false)) {
+      State& s = state();
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.profile) pay_operator_dispatch(s);
+    }
     if (multi_tensor_op.active) end_multi_tensor_op();
     last_cpu = thread_cpu_seconds();
   }
@@ -367,6 +469,7 @@ void set_profile(std::optional<DeviceProfile> profile) {
   s.captured.clear();
   s.captured_traits.clear();
   s.transfers.clear();
+  s.library_backwards.clear();
   detail::on.store(s.profile.has_value());
   measuring.store(s.profile.has_value() && s.host_mode == HostTime::Measured);
   observers::set_active(&lens(), s.profile.has_value());
@@ -442,6 +545,7 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
   KernelTraits traits = next_traits.value_or(KernelTraits{});
   const bool described = next_traits.has_value();
   next_traits.reset();
+  if ((library_calls_open > 0 || in_library_node) && !in_graph) return;  // (the library's kernels stand for it)
   const bool part_of_multi_tensor = multi_tensor_op.active && in_operator && !in_graph &&
                                     record.kind == LaunchRecord::Kind::Kernel && !has_tensor_list(record);
   // (the host launches the part's first kernel before it runs; the others, counted at the op's end)
@@ -460,15 +564,7 @@ void on_launch(const LaunchRecord& record, const c10::Stream& stream, const Laun
     s.captured_traits[&record] = traits;
     return;
   }
-  if (!host_thread) {
-    host_thread = true;
-    if (operators_epoch == s.epoch) {
-      s.host += operators_before_first_launch * s.profile->host_op_overhead +
-                autograd_nodes_before_first_launch * s.profile->host_autograd_overhead;
-    }
-    operators_before_first_launch = 0;
-    autograd_nodes_before_first_launch = 0;
-  }
+  become_host_thread(s);
   if (in_operator) {
     last_epoch = s.epoch;
   } else {
@@ -616,6 +712,38 @@ void add_host_time(double seconds) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.profile || s.host_mode != HostTime::Modelled) return;  // (measured: the program's own time is counted)
   s.host += std::max(0.0, seconds);
+}
+
+// (at most this many library calls wait for their backward: one the program never took the backward of
+// is forgotten once this many came after it)
+constexpr size_t kLibraryBackwardsKept = 4096;
+
+LibraryCall::LibraryCall(c10::Stream stream, std::vector<LibraryKernel> forward, std::vector<LibraryKernel> backward)
+    : stream_(stream), forward_(std::move(forward)), backward_(std::move(backward)) {
+  if (!enabled() || kernel_thread()) return;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.profile || s.profile->synchronous_launches) return;
+  }
+  open_ = true;
+  first_node_ = at::sequence_number::peek();
+  ++library_calls_open;
+}
+
+LibraryCall::~LibraryCall() {
+  if (!open_) return;
+  --library_calls_open;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.profile) return;
+  time_library_kernels(s, forward_, stream_);
+  const uint64_t end_node = at::sequence_number::peek();
+  if (!backward_.empty() && end_node > first_node_) {
+    s.library_backwards.push_back(State::LibraryBackward{at::RecordFunction::currentThreadId(), first_node_, end_node,
+                                                         stream_.device_index(), std::move(backward_)});
+    if (s.library_backwards.size() > kLibraryBackwardsKept) s.library_backwards.pop_front();
+  }
 }
 
 void count_python_line() {

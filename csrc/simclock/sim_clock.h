@@ -92,6 +92,32 @@ void count_python_line();
 // comes before whatever that code launches, on whichever thread.
 void pay_python_lines();
 
+// A call the part's library runs as kernels of its own (cuDNN's recurrent layers), where simhpu
+// runs ATen's composite of many operators for it. While one is open on a thread, that thread's
+// launches are not the part's (neither their device time nor their host launches count). When it
+// closes, its forward kernels are timed on `stream`; its backward kernels when the autograd engine
+// first runs a node the call recorded (its sequence numbers, on this thread), and the nodes it
+// recorded then cost the host one node, as the library's backward is. Not on a part whose host runs
+// each kernel before the next (a CPU profile): it runs the composite itself.
+struct LibraryKernel {
+  const char* name;  // (a literal: the timeline keeps the pointer)
+  LaunchWork work;
+  KernelTraits traits;
+};
+class LibraryCall {
+ public:
+  LibraryCall(c10::Stream stream, std::vector<LibraryKernel> forward, std::vector<LibraryKernel> backward);
+  ~LibraryCall();
+  LibraryCall(const LibraryCall&) = delete;
+  LibraryCall& operator=(const LibraryCall&) = delete;
+
+ private:
+  bool open_ = false;
+  c10::Stream stream_;
+  uint64_t first_node_ = 0;
+  std::vector<LibraryKernel> forward_, backward_;
+};
+
 // Simulated seconds.
 double host_now();
 double stream_now(const c10::Stream& stream);

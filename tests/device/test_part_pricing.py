@@ -1552,3 +1552,74 @@ def test_a_steps_channels_first_batch_norms_become_rows_of_the_calls_part_measur
     assert forward["dtype"] == both["dtype"] == "bfloat16" and forward["shape"] == both["shape"] == [64, 128, 28, 28]
     assert forward["seconds"] == pytest.approx(51.3e-6) and both["seconds"] == pytest.approx(51.3e-6 + 89.4e-6)
     assert "resnet step" in forward["timing"] and forward["timing"].startswith("kernels:")
+
+
+def _recurrent_step_launches(cls, profile="h100-sxm", autocast=False, **options):
+    """The kernels an nn.LSTM/GRU/RNN stack's forward and backward launch under phantom execution,
+    as the part runs them (T=12 steps of 4 sequences, 16 inputs, 32 hidden, 2 layers, both directions)."""
+    with simulate(part(profile), host_time="modelled", execute=False):
+        rnn = cls(16, 32, num_layers=2, bidirectional=True, batch_first=True, **options).to("simhpu")
+        x = torch.empty(4, 12, 16, device="simhpu").requires_grad_()
+        torch.simhpu.synchronize()
+        mark = _C._simclock_start_log()
+        with torch.autocast("simhpu", dtype=torch.bfloat16, enabled=autocast):
+            out, _ = rnn(x)
+        out.float().sum().backward()
+        torch.simhpu.synchronize()
+        launches = _C._simclock_stop_log(mark, Launch)
+        del rnn, x, out
+    return launches
+
+
+@pytest.mark.parametrize("cls,gates", [(torch.nn.LSTM, 4), (torch.nn.GRU, 3), (torch.nn.RNN, 1)])
+def test_a_recurrent_layer_stack_is_priced_as_cudnn_runs_it_not_as_atens_composite(cls, gates):
+    launches = _recurrent_step_launches(cls)
+    forward = [x for x in launches if x.op.startswith("cudnn_rnn (")]
+    backward = [x for x in launches if x.op.startswith("cudnn_rnn_backward (")]
+    steps, layers_and_directions = 12, 4
+    # cuDNN's standard algorithm: an input GEMM a layer and direction, a recurrent GEMM and a cell a step
+    assert len(forward) == layers_and_directions * (1 + 2 * steps)
+    # a cell and the state's GEMM a step, then the input's and both weights' gradients and the bias sums
+    assert len(backward) == layers_and_directions * (2 * steps + 4)
+    # nothing of ATen's composite (a dozen operators a step, forward and backward) reaches the part
+    composite = {x.op.split(".")[0] for x in launches} - {x.op for x in forward + backward}
+    assert not composite & {"aten::mm", "aten::addmm", "aten::sigmoid", "aten::tanh", "aten::mul", "aten::add",
+                            "aten::sigmoid_backward", "aten::tanh_backward", "aten::_thnn_fused_lstm_cell"}, composite
+    recurrent = next(x for x in forward if x.op == "cudnn_rnn (recurrent GEMM)")
+    assert recurrent.work == "matrix" and recurrent.flops == 2 * 4 * 32 * gates * 32
+    # the first backward kernel starts after the last forward one: the engine reached the call's nodes
+    assert min(x.start for x in backward) >= max(x.end for x in forward)
+
+
+def test_a_recurrent_gemm_is_priced_as_the_same_gemm_alone():
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # (as a float32 mm is priced: not in TF32)
+    try:
+        launches = _recurrent_step_launches(torch.nn.LSTM)
+    finally:
+        torch.backends.cudnn.allow_tf32 = previous
+    recurrent = next(x for x in launches if x.op == "cudnn_rnn (recurrent GEMM)")
+    x_gemm = next(x for x in launches if x.op == "cudnn_rnn (input GEMM)")
+
+    def mm(m, n, k):
+        def make():
+            a, b = torch.empty(m, k, device="simhpu"), torch.empty(k, n, device="simhpu")
+            return lambda: a @ b
+        return make
+    assert recurrent.duration == pytest.approx(device_seconds(mm(4, 4 * 32, 32)), rel=1e-6)
+    assert x_gemm.duration == pytest.approx(device_seconds(mm(4 * 12, 4 * 32, 16)), rel=1e-6)
+
+
+def test_a_recurrent_stack_under_autocast_is_priced_in_its_dtype_with_its_weights_cast():
+    launches = _recurrent_step_launches(torch.nn.LSTM, autocast=True, dropout=0.1)
+    assert {x.dtype for x in launches if x.op.startswith("cudnn_rnn (") and x.work == "matrix"} == {torch.bfloat16}
+    names = [x.op for x in launches]
+    # (PyTorch casts and re-flattens the weights for cuDNN each call; dropout between the two layers)
+    assert names.count("cudnn_rnn (weights cast and flattened)") == 1
+    assert names.count("cudnn_rnn (dropout)") == 1 and names.count("cudnn_rnn_backward (dropout)") == 1
+
+
+def test_a_part_whose_host_runs_each_kernel_runs_the_recurrent_composite_itself():
+    launches = _recurrent_step_launches(torch.nn.LSTM, profile="cpu-host")
+    assert not any(x.op.startswith("cudnn_rnn") for x in launches)
+    assert any(x.op.startswith("aten::sigmoid") for x in launches)

@@ -1,0 +1,232 @@
+// nn.LSTM, nn.GRU and nn.RNN as the part runs them. On a GPU PyTorch hands a whole stack of
+// recurrent layers to cuDNN (at::native::lstm takes its cuDNN route for a CUDA input), whose
+// kernels are a GEMM over every time step's input, then a recurrent GEMM and a cell kernel a
+// time step, and the same backwards. simhpu runs ATen's composite instead: a dozen operators a
+// time step, each an operator the host dispatches and autograd records. While simulated time is
+// on, a call is priced as cuDNN's kernels (sim_clock.h, LibraryCall) and the composite's launches
+// are not the part's; the composite still computes the values.
+//
+// The kernels follow cuDNN's standard algorithm (cudnnRNNForward / cudnnRNNBackwardData /
+// cudnnRNNBackwardWeights), layer by layer and direction by direction:
+//   forward:  input GEMM [T*B, in] x [in, G*H]; per step a recurrent GEMM [B, R] x [R, G*H]
+//             (and [B, H] x [H, R] with projections), and a cell kernel; dropout between layers;
+//   backward: per step a cell kernel and the state's GEMM [B, G*H] x [G*H, R]; then the input's
+//             gradient [T*B, G*H] x [G*H, in], the weights' [G*H, T*B] x [T*B, in] and
+//             [G*H, T*B] x [T*B, R], and the biases' column sum;
+// with G gates (LSTM 4, GRU 3, RNN 1), H the cell's width and R the state's (H, or an LSTM's
+// projection). Under autocast PyTorch casts and re-flattens the weights for cuDNN each call (a copy).
+#include "simclock/sim_clock.h"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/gru_native.h>
+#include <ATen/ops/lstm_native.h>
+#include <ATen/ops/rnn_relu_native.h>
+#include <ATen/ops/rnn_tanh_native.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
+
+namespace simhpu::simclock {
+namespace {
+
+struct RecurrentStack {
+  int64_t gates = 1;                       // LSTM 4, GRU 3, RNN 1
+  int64_t steps = 0, batch = 0, input = 0;  // T, B, the first layer's input width
+  int64_t hidden = 0, state = 0;           // H (the cell's width), R (the state's: H, or the projection's)
+  int64_t layers = 1, directions = 1;
+  bool biases = true, dropout = false;
+  c10::ScalarType dtype = c10::ScalarType::Float;  // what cuDNN computes in
+  int64_t weight_elements = 0;
+  c10::ScalarType weight_dtype = c10::ScalarType::Float;
+};
+
+double element_size(c10::ScalarType dtype) {
+  return static_cast<double>(c10::elementSize(dtype));
+}
+
+LibraryKernel gemm(const char* name, int64_t m, int64_t n, int64_t k, c10::ScalarType dtype) {
+  LibraryKernel kernel{name, LaunchWork{}, KernelTraits{}};
+  kernel.work.work = Work::Matrix;
+  kernel.work.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  kernel.work.bytes = static_cast<double>(m * k + k * n + m * n) * element_size(dtype);
+  kernel.work.dtype = dtype;
+  kernel.work.gemm_batch = 1;
+  kernel.work.gemm_m = m;
+  kernel.work.gemm_n = n;
+  kernel.work.gemm_k = k;
+  // (cuDNN's float32 GEMMs run in TF32 where the program lets cuDNN use it, as convolutions do)
+  kernel.traits.tf32 = at::globalContext().allowTF32CuDNN();
+  return kernel;
+}
+
+LibraryKernel vector(const char* name, int64_t elements, double bytes, c10::ScalarType dtype, MemoryClass memory_class,
+                     int64_t reduced_rows = 0) {
+  LibraryKernel kernel{name, LaunchWork{}, KernelTraits{}};
+  kernel.work.work = Work::Vector;
+  kernel.work.flops = static_cast<double>(elements);
+  kernel.work.bytes = bytes;
+  kernel.work.dtype = dtype;
+  kernel.traits.memory_class = memory_class;
+  kernel.traits.reduced_rows = reduced_rows;
+  return kernel;
+}
+
+int64_t layer_input(const RecurrentStack& r, int64_t layer) {
+  return layer == 0 ? r.input : r.directions * r.state;
+}
+
+bool casts_weights(const RecurrentStack& r) {
+  return r.weight_dtype != r.dtype;
+}
+
+std::vector<LibraryKernel> forward_kernels(const RecurrentStack& r) {
+  const double size = element_size(r.dtype);
+  const int64_t gated = r.gates * r.hidden, rows = r.steps * r.batch;
+  std::vector<LibraryKernel> out;
+  if (casts_weights(r)) {
+    out.push_back(vector("cudnn_rnn (weights cast and flattened)", r.weight_elements,
+                         static_cast<double>(r.weight_elements) * (element_size(r.weight_dtype) + size), r.dtype,
+                         MemoryClass::Copy));
+  }
+  for (int64_t layer = 0; layer < r.layers; ++layer) {
+    for (int64_t direction = 0; direction < r.directions; ++direction) {
+      out.push_back(gemm("cudnn_rnn (input GEMM)", rows, gated, layer_input(r, layer), r.dtype));
+      for (int64_t step = 0; step < r.steps; ++step) {
+        out.push_back(gemm("cudnn_rnn (recurrent GEMM)", r.batch, gated, r.state, r.dtype));
+        // (reads both GEMMs' gates and the cell's state, writes the states and keeps the gates for the backward)
+        const int64_t cell = r.batch * (3 * gated + 3 * r.hidden);
+        out.push_back(vector("cudnn_rnn (cell)", r.batch * gated, static_cast<double>(cell) * size, r.dtype,
+                             MemoryClass::Transcendental));
+        if (r.state != r.hidden) out.push_back(gemm("cudnn_rnn (projection GEMM)", r.batch, r.state, r.hidden, r.dtype));
+      }
+    }
+    if (r.dropout && layer + 1 < r.layers) {
+      const int64_t elements = rows * r.directions * r.state;
+      out.push_back(vector("cudnn_rnn (dropout)", elements, static_cast<double>(elements) * (2 * size + 1), r.dtype,
+                           MemoryClass::Random));
+    }
+  }
+  return out;
+}
+
+std::vector<LibraryKernel> backward_kernels(const RecurrentStack& r) {
+  const double size = element_size(r.dtype);
+  const int64_t gated = r.gates * r.hidden, rows = r.steps * r.batch;
+  std::vector<LibraryKernel> out;
+  for (int64_t layer = r.layers - 1; layer >= 0; --layer) {
+    if (r.dropout && layer + 1 < r.layers) {
+      const int64_t elements = rows * r.directions * r.state;
+      out.push_back(vector("cudnn_rnn_backward (dropout)", elements, static_cast<double>(elements) * (2 * size + 1),
+                           r.dtype, MemoryClass::Elementwise));
+    }
+    for (int64_t direction = 0; direction < r.directions; ++direction) {
+      for (int64_t step = 0; step < r.steps; ++step) {
+        if (r.state != r.hidden) {
+          out.push_back(gemm("cudnn_rnn_backward (projection GEMM)", r.batch, r.hidden, r.state, r.dtype));
+        }
+        // (reads the kept gates, the states and their gradients, writes the gates' and the cell's gradients)
+        const int64_t cell = r.batch * (2 * gated + 4 * r.hidden);
+        out.push_back(vector("cudnn_rnn_backward (cell)", r.batch * gated, static_cast<double>(cell) * size, r.dtype,
+                             MemoryClass::Transcendental));
+        out.push_back(gemm("cudnn_rnn_backward (recurrent GEMM)", r.batch, r.state, gated, r.dtype));
+      }
+      out.push_back(gemm("cudnn_rnn_backward (input gradient GEMM)", rows, layer_input(r, layer), gated, r.dtype));
+      out.push_back(gemm("cudnn_rnn_backward (input weights GEMM)", gated, layer_input(r, layer), rows, r.dtype));
+      out.push_back(gemm("cudnn_rnn_backward (recurrent weights GEMM)", gated, r.state, rows, r.dtype));
+      if (r.state != r.hidden) {
+        out.push_back(gemm("cudnn_rnn_backward (projection weights GEMM)", r.state, r.hidden, rows, r.dtype));
+      }
+      if (r.biases) {
+        out.push_back(vector("cudnn_rnn_backward (bias sums)", gated, static_cast<double>(rows * gated) * size,
+                             r.dtype, MemoryClass::ColumnReduction, rows));
+      }
+    }
+  }
+  if (casts_weights(r)) {
+    out.push_back(vector("cudnn_rnn_backward (weights' gradients cast)", r.weight_elements,
+                         static_cast<double>(r.weight_elements) * (element_size(r.weight_dtype) + size),
+                         r.weight_dtype, MemoryClass::Copy));
+  }
+  return out;
+}
+
+// The stack a call describes, or nothing where the part's library would not take it (not a batched
+// floating-point sequence on the device).
+std::optional<RecurrentStack> stack_of(int64_t gates, const at::Tensor& input, const at::Tensor& state,
+                                       const at::Tensor& cell, at::TensorList params, bool has_biases,
+                                       int64_t num_layers, double dropout, bool train, bool bidirectional,
+                                       bool batch_first) {
+  if (!enabled() || input.dim() != 3 || state.dim() != 3 || !input.is_privateuseone() ||
+      !at::isFloatingType(input.scalar_type()) || params.empty()) {
+    return std::nullopt;
+  }
+  RecurrentStack r;
+  r.gates = gates;
+  r.steps = input.size(batch_first ? 1 : 0);
+  r.batch = input.size(batch_first ? 0 : 1);
+  r.input = input.size(2);
+  r.state = state.size(2);
+  r.hidden = cell.size(2);
+  r.layers = num_layers;
+  r.directions = bidirectional ? 2 : 1;
+  r.biases = has_biases;
+  r.dropout = train && dropout > 0;
+  r.weight_dtype = params[0].scalar_type();
+  r.dtype = at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1)
+                ? at::autocast::get_autocast_dtype(c10::DeviceType::PrivateUse1)
+                : input.scalar_type();
+  for (const at::Tensor& p : params) r.weight_elements += p.numel();
+  return r;
+}
+
+c10::Stream current_stream(const at::Tensor& input) {
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getStream(input.device());
+}
+
+// Opens the call where the part's library would take it; the composite runs either way.
+void open(std::optional<LibraryCall>& call, const std::optional<RecurrentStack>& stack, const at::Tensor& input) {
+  if (stack) call.emplace(current_stream(input), forward_kernels(*stack), backward_kernels(*stack));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm(const at::Tensor& input, at::TensorList hx, at::TensorList params,
+                                                    bool has_biases, int64_t num_layers, double dropout, bool train,
+                                                    bool bidirectional, bool batch_first) {
+  const auto stack = hx.size() == 2 ? stack_of(4, input, hx[0], hx[1], params, has_biases, num_layers, dropout, train,
+                                               bidirectional, batch_first)
+                                    : std::nullopt;
+  std::optional<LibraryCall> call;
+  open(call, stack, input);
+  return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+}
+
+// gru, rnn_tanh and rnn_relu share a signature: (output, the last state).
+template <int64_t Gates, std::tuple<at::Tensor, at::Tensor> (*Composite)(
+                             const at::Tensor&, const at::Tensor&, at::TensorList, bool, int64_t, double, bool, bool, bool)>
+std::tuple<at::Tensor, at::Tensor> single_state(const at::Tensor& input, const at::Tensor& hx, at::TensorList params,
+                                                bool has_biases, int64_t num_layers, double dropout, bool train,
+                                                bool bidirectional, bool batch_first) {
+  const auto stack =
+      stack_of(Gates, input, hx, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  std::optional<LibraryCall> call;
+  open(call, stack, input);
+  return Composite(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+}
+
+} // namespace
+
+// At autograd's key the composite records the graph as ever (the call sees the nodes it recorded);
+// at the device's, what inference mode reaches, it records none.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("lstm.input", TORCH_FN(lstm));
+  m.impl("gru.input", TORCH_FN((single_state<3, &at::native::gru>)));
+  m.impl("rnn_tanh.input", TORCH_FN((single_state<1, &at::native::rnn_tanh>)));
+  m.impl("rnn_relu.input", TORCH_FN((single_state<1, &at::native::rnn_relu>)));
+}
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("lstm.input", TORCH_FN(lstm));
+  m.impl("gru.input", TORCH_FN((single_state<3, &at::native::gru>)));
+  m.impl("rnn_tanh.input", TORCH_FN((single_state<1, &at::native::rnn_tanh>)));
+  m.impl("rnn_relu.input", TORCH_FN((single_state<1, &at::native::rnn_relu>)));
+}
+
+} // namespace simhpu::simclock
