@@ -1130,6 +1130,18 @@ def test_every_vision_case_is_priceable_on_simhpu():
     assert all(r["priced"] and r["priced"] > 0 for r in results), [r.get("failure") for r in results]
 
 
+def test_every_recurrent_case_is_priceable_and_runs_on_the_device():
+    # (what part_measure times on a part for LSTM and GRU stacks; the call itself runs here too, smaller)
+    rows = [dict(case, seconds=1e-3, timing="CUDA events around each call") for case in part_measure.recurrent_cases()]
+    results = part_fit.evaluate(rows, part_fit.check(part("h100-sxm")))
+    assert len(results) == len(rows) and {r["row"]["kind"] for r in results} == {"recurrent"}
+    assert all(r["priced"] and r["priced"] > 0 for r in results), [r.get("failure") for r in results]
+    for call in part_measure.RECURRENT:
+        case = dict(kind="recurrent", call=call, dtype="float32", steps=3, batch=2, input=4, hidden=5, layers=2)
+        out = part_measure.build(case, "simhpu")()
+        assert (out[0] if isinstance(out, tuple) else out).shape[0] == 2
+
+
 def test_the_shared_files_optimizer_rows_are_priced_on_the_parameter_sets_they_timed():
     # (its rows name GPT-2 124M and Llama 3.2 1B, with their element counts: the sets are those, exactly)
     for tensors, numel in ((148, 124475904), (147, 1498482688)):

@@ -88,7 +88,7 @@ ROW_STEP_CLASSES = CHAINED_CLASSES + ("norm", "norm_backward")
 # that settles); its traffic is memory's: the calibration's bfloat16 norms ran 1.4x faster on an H200 than
 # on an H100, their bandwidths' ratio, where the float32 steps' chains took the same time on both.
 MEMORY_BOUND_CHAINS = ("norm_backward",)
-CLASSES = ("gemm", "attention", "memory-bound", "host link", "launch", "optimizer", "step")
+CLASSES = ("gemm", "attention", "memory-bound", "recurrent", "host link", "launch", "optimizer", "step")
 
 
 def normalised(row: dict) -> dict | None:

@@ -66,6 +66,8 @@ EMBEDDING = "F.embedding(idx, w) forward + backward"
 BATCH_NORM = ("F.batch_norm(x, training=True) forward", "F.batch_norm(x, training=True) forward + backward")
 MAX_POOL = ("F.max_pool2d(x, 3, 2, 1) forward", "F.max_pool2d(x, 3, 2, 1) forward + backward")
 COLUMN_SUM = "x.sum(0)"  # (a bias's gradient)
+# A stack of recurrent layers (batch first), forward, or forward + backward to the input and the weights
+RECURRENT = ("nn.LSTM forward", "nn.LSTM forward + backward", "nn.GRU forward + backward")
 ADAMW = ("AdamW step (foreach)", "AdamW step (fused)", "AdamW step (for-loop)")
 HOST_LINK = ("device.copy_(host), host pinned", "device.copy_(host), host pageable",
              "host.copy_(device), host pinned", "host.copy_(device), host pageable")
@@ -131,6 +133,7 @@ def gpu_cases() -> list[dict]:
     for call in HOST_LINK:
         cases.append(dict(kind="host link", call=call, bytes=1 << 28))
     cases += vision_cases()
+    cases += recurrent_cases()
     cases.append(dict(kind="launch", call=LAUNCH_HOST))
     cases.append(dict(kind="launch", call=OPTIMIZER_HOST, tensors=24))
     cases.append(dict(kind="launch", call=AUTOGRAD_HOST, ops=16))
@@ -169,6 +172,17 @@ def vision_cases() -> list[dict]:
         for call in (SDPA_F, SDPA_FB):
             cases.append(dict(kind="attention", call=call, backend="default", dtype="bfloat16", batch=batch,
                               heads=heads, kv_heads=heads, seq=seq, head_dim=64, causal=False))
+    return cases
+
+
+def recurrent_cases() -> list[dict]:
+    """nn.LSTM and nn.GRU stacks: on a GPU, cuDNN's kernels a time step (simhpu prices them as such,
+    csrc/simclock/recurrent_layers.cpp), the host's launches included."""
+    cases = []
+    for steps, batch, width, layers in ((256, 16, 1024, 2), (128, 64, 512, 1), (64, 128, 256, 2)):
+        for call in RECURRENT:
+            cases.append(dict(kind="recurrent", call=call, dtype="bfloat16", steps=steps, batch=batch, input=width,
+                              hidden=width, layers=layers))
     return cases
 
 
@@ -261,6 +275,15 @@ def build(case: dict, device) -> callable:
         return lambda: torch.autograd.grad(forward(), (q, k, v), g)
     if kind == "memory-bound":
         return _memory_bound(case, device, dtype)
+    if kind == "recurrent":
+        layer = torch.nn.GRU if call.startswith("nn.GRU") else torch.nn.LSTM
+        rnn = layer(case["input"], case["hidden"], num_layers=case["layers"], batch_first=True).to(device, dtype)
+        backward = call.endswith("forward + backward")
+        x = _randn(case["batch"], case["steps"], case["input"], device=device, dtype=dtype, grad=backward)
+        if not backward:
+            return lambda: rnn(x)[0]
+        g = torch.randn_like(rnn(x)[0])
+        return lambda: torch.autograd.grad(rnn(x)[0], (x, *rnn.parameters()), g)
     if kind == "optimizer":
         return _adamw(case, device)
     if kind == "host link":
@@ -750,7 +773,7 @@ def measure(device: str, cases: list[dict], *, time_limit: float, log=print, ste
             if torch.device(device).type == "cuda":
                 torch.cuda.empty_cache()
         case.update(seconds=seconds, timing=how)
-        if torch.device(device).type == "cuda" and case["kind"] in ("attention", "optimizer"):
+        if torch.device(device).type == "cuda" and case["kind"] in ("attention", "optimizer", "recurrent"):
             case["kernels"] = _kernel_names(build(case, device), case)
         rows.append(case)
         log(f"  {seconds * 1e6:12.2f} us  {describe(case)}")
@@ -800,8 +823,9 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", default="", help="model zoo steps to time as well, comma-separated")
     parser.add_argument("--threads", type=int, help="the CPU's intra-op threads (torch.set_num_threads): "
                                                     "the part, when --device cpu")
-    parser.add_argument("--cases", choices=("all", "vision"), default="all",
-                        help="vision: only vision_cases() (batch norm, pooling, convolutions, short attention)")
+    parser.add_argument("--cases", choices=("all", "vision", "recurrent"), default="all",
+                        help="vision: only vision_cases() (batch norm, pooling, convolutions, short attention); "
+                             "recurrent: only recurrent_cases() (LSTM and GRU stacks)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         if args.threads < 1:
@@ -812,6 +836,8 @@ def main(argv=None) -> int:
         keep_the_heap()
     if args.cases == "vision":
         cases = vision_cases()
+    elif args.cases == "recurrent":
+        cases = recurrent_cases()
     steps = [s for s in args.steps.split(",") if s]
     result = measure(args.device, cases, time_limit=args.time_limit, steps=steps)
     with open(args.output, "w") as f:
