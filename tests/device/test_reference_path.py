@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_simhpu
+from torch_simhpu.simulation import part_fit, simulate
 
 DEV = "simhpu"
 
@@ -122,6 +123,26 @@ def test_recurrent_layers_match_the_cpu(cls, bias):
     torch.testing.assert_close(device_out.cpu(), out, atol=1e-5, rtol=1e-5)
     for p, q in zip(device_rnn.parameters(), rnn.parameters()):
         torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_the_transformer_inference_fast_path_runs_on_the_device_and_matches_the_cpu():
+    # (eval mode without grad: torch._transformer_encoder_layer_fwd and _native_multi_head_attention,
+    # which ATen registers for the CPU and CUDA only; the device runs ATen's composites of them)
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).eval()
+    attention = nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    x = torch.randn(2, 5, 32)
+    device_layer, device_attention = copy.deepcopy(layer).to(DEV), copy.deepcopy(attention).to(DEV)
+    part = dict(part_fit._raw("h100-sxm"), memory_capacity=float(torch_simhpu._C._memory_limit()))
+    with torch.no_grad(), simulate(part) as sim:  # (its timeline names each kernel the device ran)
+        actual = device_layer(x.to(DEV))
+        attended, _ = device_attention(x.to(DEV), x.to(DEV), x.to(DEV), need_weights=False)
+    kernels = {k.op.split(".")[0] for k in sim.kernels()}
+    assert {"aten::addmm", "aten::_addmm_activation", "aten::native_layer_norm"} <= kernels, kernels
+    assert not kernels & {"aten::_transformer_encoder_layer_fwd", "aten::_native_multi_head_attention"}
+    with torch.no_grad():
+        torch.testing.assert_close(actual.cpu(), layer(x), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(attended.cpu(), attention(x, x, x, need_weights=False)[0], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell])

@@ -75,7 +75,7 @@ def _gemm_shape(name: str, args: list, outputs: list) -> tuple[int, int, int, in
         if name in ("aten::mm", "aten::_scaled_mm"):
             a, b = args[0].shape, args[1].shape
             return 1, a[0], b[1], a[1]
-        if name == "aten::addmm":
+        if name in ("aten::addmm", "aten::_addmm_activation"):
             a, b = args[1].shape, args[2].shape
             return 1, a[0], b[1], a[1]
         if name in ("aten::bmm", "aten::baddbmm"):
@@ -179,6 +179,11 @@ def _install_flop_formulas() -> None:
     by_name["aten::_scaled_dot_product_flash_attention_for_cpu_backward"] = (
         lambda grad_out, query, key, value, *args, out_val=None, **kwargs:
         sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape))
+
+    # addmm with its activation fused (the inference fast path's linear + ReLU/GELU): addmm's GEMM,
+    # which flop_counter does not list under this name
+    by_name["aten::_addmm_activation"] = (
+        lambda bias, a, b, *args, out_val=None, **kwargs: 2 * a.shape[0] * a.shape[1] * b.shape[1])
 
     def flops(name: str, args: list, kwargs: dict, outputs: list):
         try:

@@ -39,10 +39,10 @@ _CLASSES = {
         "count_nonzero", "_local_scalar_dense", "sum_to_size", "cumsum", "cumprod", "logcumsumexp", "cummax",
         "cummin", "mode", "median", "nanmedian", "topk", "sort", "kthvalue",
     ),
-    "softmax": ("_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax"),
+    "softmax": ("_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax", "_masked_softmax"),
     # (its own class: a forward passes over a row for its maximum and its sum before it writes, a
     # backward once for a dot product; on a part they take different shares of their bytes' time)
-    "softmax_backward": ("_softmax_backward_data", "_log_softmax_backward_data"),
+    "softmax_backward": ("_softmax_backward_data", "_log_softmax_backward_data", "_masked_softmax_backward"),
     "norm": (
         "native_layer_norm", "native_group_norm", "_fused_rms_norm", "rms_norm",
     ),
