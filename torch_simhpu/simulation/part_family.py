@@ -25,26 +25,6 @@ import copy
 _ATTENTION_PASSES = ("forward", "backward")
 
 
-def die_of(profile: dict, where: str) -> tuple[int, float] | None:
-    """A profile's (SMs, boost clock in Hz), or None where it states none; a malformed die is refused,
-    naming the file and the field."""
-    from torch_simhpu.simulation.part_profiles import ProfileError  # (part_profiles imports this module)
-
-    die = profile.get("die")
-    if die is None:
-        return None
-    if not isinstance(die, dict) or set(die) - {"sms", "boost_clock", "source"}:
-        raise ProfileError(f"{where}: field 'die': expected {{\"sms\": an int, \"boost_clock\": Hz}}, got {die!r}")
-    sms, clock = die.get("sms"), die.get("boost_clock")
-    if isinstance(sms, bool) or not isinstance(sms, int) or not 1 <= sms <= 4096:
-        raise ProfileError(f"{where}: field 'die.sms': expected the SMs (compute units) enabled, an int in "
-                           f"1..4096, got {sms!r}")
-    if isinstance(clock, bool) or not isinstance(clock, (int, float)) or not 1e8 <= clock <= 1e10:
-        raise ProfileError(f"{where}: field 'die.boost_clock': expected the units' clock in Hz, in [1e8, 1e10], "
-                           f"got {clock!r}")
-    return sms, float(clock)
-
-
 def scaled_to_die(base: dict, die: tuple[int, float], base_die: tuple[int, float]) -> dict:
     """`base` (a profile's raw JSON, before validation) as a part of die `die` would measure it."""
     sms, clock = die

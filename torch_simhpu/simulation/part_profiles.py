@@ -82,10 +82,28 @@ def _read_profile(path: Path, text: str, seen: tuple) -> dict:
     return merged_with_base(inherited, data, base, str(path))
 
 
+def _die_of(profile: dict, where: str) -> tuple[int, float] | None:
+    """A profile's die (SMs, boost clock in Hz), or None where it states none; one malformed is
+    refused, naming the file and the field."""
+    die = profile.get("die")
+    if die is None:
+        return None
+    if not isinstance(die, dict) or set(die) - {"sms", "boost_clock", "source"}:
+        raise ProfileError(f"{where}: field 'die': expected {{\"sms\": an int, \"boost_clock\": Hz}}, got {die!r}")
+    sms, clock = die.get("sms"), die.get("boost_clock")
+    if isinstance(sms, bool) or not isinstance(sms, int) or not 1 <= sms <= 4096:
+        raise ProfileError(f"{where}: field 'die.sms': expected the SMs (compute units) enabled, an int in "
+                           f"1..4096, got {sms!r}")
+    if isinstance(clock, bool) or not isinstance(clock, (int, float)) or not 1e8 <= clock <= 1e10:
+        raise ProfileError(f"{where}: field 'die.boost_clock': expected the units' clock in Hz, in [1e8, 1e10], "
+                           f"got {clock!r}")
+    return sms, float(clock)
+
+
 def merged_with_base(base: dict, own: dict, base_name: str, where: str) -> dict:
     """A profile's own fields (its JSON less 'inherits') over its base's: the base's compute first
     scaled to the profile's die where it states another (part_family), the sources of both."""
-    die, base_die = part_family.die_of(own, where), part_family.die_of(base, base_name)
+    die, base_die = _die_of(own, where), _die_of(base, base_name)
     if die and base_die and die != base_die:
         base = part_family.scaled_to_die(base, die, base_die)
     merged = _merged(base, own)
@@ -249,7 +267,7 @@ def _validated(data: dict, where: str) -> dict:
         out["matrix_units"] = {"count": count, "tiles": [list(t) for t in tiles], "split_k": split_k,
                                "tile_overhead": positive(units.get("tile_overhead", 0), "matrix_units.tile_overhead")}
     # optional: the die's SMs and clock, which a part of its family inheriting this profile scales by
-    die = part_family.die_of(data, where)
+    die = _die_of(data, where)
     if die:
         out["die"] = {"sms": die[0], "boost_clock": die[1]}
         if "matrix_units" in out and out["matrix_units"]["count"] != die[0]:
