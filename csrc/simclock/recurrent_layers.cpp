@@ -15,6 +15,8 @@
 //             [G*H, T*B] x [T*B, R], and the biases' column sum;
 // with G gates (LSTM 4, GRU 3, RNN 1), H the cell's width and R the state's (H, or an LSTM's
 // projection). Under autocast PyTorch casts and re-flattens the weights for cuDNN each call (a copy).
+// A packed sequence (pack_padded_sequence: the .data overloads) runs each step over the sequences
+// still running, its batch sizes', as cuDNN does.
 #include "simclock/sim_clock.h"
 
 #include <ATen/autocast_mode.h>
@@ -31,7 +33,11 @@ namespace {
 
 struct RecurrentStack {
   int64_t gates = 1;                       // LSTM 4, GRU 3, RNN 1
-  int64_t steps = 0, batch = 0, input = 0;  // T, B, the first layer's input width
+  // The sequences each time step takes: B every step, or a packed sequence's batch sizes (its
+  // sequences sorted longest first, a step takes those still running); their sum, the rows.
+  std::vector<int64_t> step_batches;
+  int64_t rows = 0;
+  int64_t input = 0;                        // the first layer's input width
   int64_t hidden = 0, state = 0;           // H (the cell's width), R (the state's: H, or the projection's)
   int64_t layers = 1, directions = 1;
   bool biases = true, dropout = false;
@@ -81,7 +87,7 @@ bool casts_weights(const RecurrentStack& r) {
 
 std::vector<LibraryKernel> forward_kernels(const RecurrentStack& r) {
   const double size = element_size(r.dtype);
-  const int64_t gated = r.gates * r.hidden, rows = r.steps * r.batch;
+  const int64_t gated = r.gates * r.hidden, rows = r.rows;
   std::vector<LibraryKernel> out;
   if (casts_weights(r)) {
     out.push_back(vector("cudnn_rnn (weights cast and flattened)", r.weight_elements,
@@ -91,13 +97,13 @@ std::vector<LibraryKernel> forward_kernels(const RecurrentStack& r) {
   for (int64_t layer = 0; layer < r.layers; ++layer) {
     for (int64_t direction = 0; direction < r.directions; ++direction) {
       out.push_back(gemm("cudnn_rnn (input GEMM)", rows, gated, layer_input(r, layer), r.dtype));
-      for (int64_t step = 0; step < r.steps; ++step) {
-        out.push_back(gemm("cudnn_rnn (recurrent GEMM)", r.batch, gated, r.state, r.dtype));
+      for (const int64_t batch : r.step_batches) {
+        out.push_back(gemm("cudnn_rnn (recurrent GEMM)", batch, gated, r.state, r.dtype));
         // (reads both GEMMs' gates and the cell's state, writes the states and keeps the gates for the backward)
-        const int64_t cell = r.batch * (3 * gated + 3 * r.hidden);
-        out.push_back(vector("cudnn_rnn (cell)", r.batch * gated, static_cast<double>(cell) * size, r.dtype,
+        const int64_t cell = batch * (3 * gated + 3 * r.hidden);
+        out.push_back(vector("cudnn_rnn (cell)", batch * gated, static_cast<double>(cell) * size, r.dtype,
                              MemoryClass::Transcendental));
-        if (r.state != r.hidden) out.push_back(gemm("cudnn_rnn (projection GEMM)", r.batch, r.state, r.hidden, r.dtype));
+        if (r.state != r.hidden) out.push_back(gemm("cudnn_rnn (projection GEMM)", batch, r.state, r.hidden, r.dtype));
       }
     }
     if (r.dropout && layer + 1 < r.layers) {
@@ -111,7 +117,7 @@ std::vector<LibraryKernel> forward_kernels(const RecurrentStack& r) {
 
 std::vector<LibraryKernel> backward_kernels(const RecurrentStack& r) {
   const double size = element_size(r.dtype);
-  const int64_t gated = r.gates * r.hidden, rows = r.steps * r.batch;
+  const int64_t gated = r.gates * r.hidden, rows = r.rows;
   std::vector<LibraryKernel> out;
   for (int64_t layer = r.layers - 1; layer >= 0; --layer) {
     if (r.dropout && layer + 1 < r.layers) {
@@ -120,15 +126,15 @@ std::vector<LibraryKernel> backward_kernels(const RecurrentStack& r) {
                            r.dtype, MemoryClass::Elementwise));
     }
     for (int64_t direction = 0; direction < r.directions; ++direction) {
-      for (int64_t step = 0; step < r.steps; ++step) {
+      for (auto batch = r.step_batches.rbegin(); batch != r.step_batches.rend(); ++batch) {
         if (r.state != r.hidden) {
-          out.push_back(gemm("cudnn_rnn_backward (projection GEMM)", r.batch, r.hidden, r.state, r.dtype));
+          out.push_back(gemm("cudnn_rnn_backward (projection GEMM)", *batch, r.hidden, r.state, r.dtype));
         }
         // (reads the kept gates, the states and their gradients, writes the gates' and the cell's gradients)
-        const int64_t cell = r.batch * (2 * gated + 4 * r.hidden);
-        out.push_back(vector("cudnn_rnn_backward (cell)", r.batch * gated, static_cast<double>(cell) * size, r.dtype,
+        const int64_t cell = *batch * (2 * gated + 4 * r.hidden);
+        out.push_back(vector("cudnn_rnn_backward (cell)", *batch * gated, static_cast<double>(cell) * size, r.dtype,
                              MemoryClass::Transcendental));
-        out.push_back(gemm("cudnn_rnn_backward (recurrent GEMM)", r.batch, r.state, gated, r.dtype));
+        out.push_back(gemm("cudnn_rnn_backward (recurrent GEMM)", *batch, r.state, gated, r.dtype));
       }
       out.push_back(gemm("cudnn_rnn_backward (input gradient GEMM)", rows, layer_input(r, layer), gated, r.dtype));
       out.push_back(gemm("cudnn_rnn_backward (input weights GEMM)", gated, layer_input(r, layer), rows, r.dtype));
@@ -150,21 +156,21 @@ std::vector<LibraryKernel> backward_kernels(const RecurrentStack& r) {
   return out;
 }
 
-// The stack a call describes, or nothing where the part's library would not take it (not a batched
-// floating-point sequence on the device).
-std::optional<RecurrentStack> stack_of(int64_t gates, const at::Tensor& input, const at::Tensor& state,
-                                       const at::Tensor& cell, at::TensorList params, bool has_biases,
-                                       int64_t num_layers, double dropout, bool train, bool bidirectional,
-                                       bool batch_first) {
-  if (!enabled() || input.dim() != 3 || state.dim() != 3 || !input.is_privateuseone() ||
-      !at::isFloatingType(input.scalar_type()) || params.empty()) {
+// The stack a call describes, or nothing where the part's library would not take it (not a floating-
+// point sequence on the device). `step_batches`: the sequences each time step takes.
+std::optional<RecurrentStack> stack_of(int64_t gates, const at::Tensor& input, std::vector<int64_t> step_batches,
+                                       const at::Tensor& state, const at::Tensor& cell, at::TensorList params,
+                                       bool has_biases, int64_t num_layers, double dropout, bool train,
+                                       bool bidirectional) {
+  if (!input.is_privateuseone() || !at::isFloatingType(input.scalar_type()) || state.dim() != 3 || params.empty() ||
+      step_batches.empty()) {
     return std::nullopt;
   }
   RecurrentStack r;
   r.gates = gates;
-  r.steps = input.size(batch_first ? 1 : 0);
-  r.batch = input.size(batch_first ? 0 : 1);
-  r.input = input.size(2);
+  r.step_batches = std::move(step_batches);
+  for (const int64_t batch : r.step_batches) r.rows += batch;
+  r.input = input.size(-1);
   r.state = state.size(2);
   r.hidden = cell.size(2);
   r.layers = num_layers;
@@ -179,6 +185,23 @@ std::optional<RecurrentStack> stack_of(int64_t gates, const at::Tensor& input, c
   return r;
 }
 
+// A padded batch [T, B, in] (or [B, T, in]): B sequences every step.
+std::vector<int64_t> padded_steps(const at::Tensor& input, bool batch_first) {
+  if (input.dim() != 3) return {};
+  return std::vector<int64_t>(input.size(batch_first ? 1 : 0), input.size(batch_first ? 0 : 1));
+}
+
+// A packed sequence's batch sizes (a CPU tensor of int64, as pack_padded_sequence makes it).
+std::vector<int64_t> packed_steps(const at::Tensor& data, const at::Tensor& batch_sizes) {
+  if (data.dim() != 2 || batch_sizes.dim() != 1 || !batch_sizes.is_cpu() ||
+      batch_sizes.scalar_type() != c10::ScalarType::Long) {
+    return {};
+  }
+  const at::Tensor sizes = batch_sizes.contiguous();
+  const int64_t* first = sizes.const_data_ptr<int64_t>();
+  return std::vector<int64_t>(first, first + sizes.numel());
+}
+
 c10::Stream current_stream(const at::Tensor& input) {
   return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getStream(input.device());
 }
@@ -191,25 +214,66 @@ void open(std::optional<LibraryCall>& call, const std::optional<RecurrentStack>&
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm(const at::Tensor& input, at::TensorList hx, at::TensorList params,
                                                     bool has_biases, int64_t num_layers, double dropout, bool train,
                                                     bool bidirectional, bool batch_first) {
-  const auto stack = hx.size() == 2 ? stack_of(4, input, hx[0], hx[1], params, has_biases, num_layers, dropout, train,
-                                               bidirectional, batch_first)
-                                    : std::nullopt;
   std::optional<LibraryCall> call;
-  open(call, stack, input);
+  if (enabled() && hx.size() == 2) {
+    open(call, stack_of(4, input, padded_steps(input, batch_first), hx[0], hx[1], params, has_biases, num_layers,
+                        dropout, train, bidirectional), input);
+  }
   return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
 }
 
-// gru, rnn_tanh and rnn_relu share a signature: (output, the last state).
-template <int64_t Gates, std::tuple<at::Tensor, at::Tensor> (*Composite)(
-                             const at::Tensor&, const at::Tensor&, at::TensorList, bool, int64_t, double, bool, bool, bool)>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> packed_lstm(const at::Tensor& data, const at::Tensor& batch_sizes,
+                                                           at::TensorList hx, at::TensorList params, bool has_biases,
+                                                           int64_t num_layers, double dropout, bool train,
+                                                           bool bidirectional) {
+  std::optional<LibraryCall> call;
+  if (enabled() && hx.size() == 2) {
+    open(call, stack_of(4, data, packed_steps(data, batch_sizes), hx[0], hx[1], params, has_biases, num_layers,
+                        dropout, train, bidirectional), data);
+  }
+  return at::native::lstm(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional);
+}
+
+// gru, rnn_tanh and rnn_relu share a signature: (output, the last state), on a padded batch or a packed one.
+using SingleState = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, const at::Tensor&, at::TensorList, bool,
+                                                            int64_t, double, bool, bool, bool);
+using PackedSingleState = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                                  at::TensorList, bool, int64_t, double, bool, bool);
+
+template <int64_t Gates, SingleState Composite>
 std::tuple<at::Tensor, at::Tensor> single_state(const at::Tensor& input, const at::Tensor& hx, at::TensorList params,
                                                 bool has_biases, int64_t num_layers, double dropout, bool train,
                                                 bool bidirectional, bool batch_first) {
-  const auto stack =
-      stack_of(Gates, input, hx, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   std::optional<LibraryCall> call;
-  open(call, stack, input);
+  if (enabled()) {
+    open(call, stack_of(Gates, input, padded_steps(input, batch_first), hx, hx, params, has_biases, num_layers,
+                        dropout, train, bidirectional), input);
+  }
   return Composite(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+}
+
+template <int64_t Gates, PackedSingleState Composite>
+std::tuple<at::Tensor, at::Tensor> packed_single_state(const at::Tensor& data, const at::Tensor& batch_sizes,
+                                                       const at::Tensor& hx, at::TensorList params, bool has_biases,
+                                                       int64_t num_layers, double dropout, bool train,
+                                                       bool bidirectional) {
+  std::optional<LibraryCall> call;
+  if (enabled()) {
+    open(call, stack_of(Gates, data, packed_steps(data, batch_sizes), hx, hx, params, has_biases, num_layers, dropout,
+                        train, bidirectional), data);
+  }
+  return Composite(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional);
+}
+
+void register_recurrent_layers(torch::Library& m) {
+  m.impl("lstm.input", TORCH_FN(lstm));
+  m.impl("lstm.data", TORCH_FN(packed_lstm));
+  m.impl("gru.input", TORCH_FN((single_state<3, &at::native::gru>)));
+  m.impl("gru.data", TORCH_FN((packed_single_state<3, &at::native::gru>)));
+  m.impl("rnn_tanh.input", TORCH_FN((single_state<1, &at::native::rnn_tanh>)));
+  m.impl("rnn_tanh.data", TORCH_FN((packed_single_state<1, &at::native::rnn_tanh>)));
+  m.impl("rnn_relu.input", TORCH_FN((single_state<1, &at::native::rnn_relu>)));
+  m.impl("rnn_relu.data", TORCH_FN((packed_single_state<1, &at::native::rnn_relu>)));
 }
 
 } // namespace
@@ -217,16 +281,10 @@ std::tuple<at::Tensor, at::Tensor> single_state(const at::Tensor& input, const a
 // At autograd's key the composite records the graph as ever (the call sees the nodes it recorded);
 // at the device's, what inference mode reaches, it records none.
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("lstm.input", TORCH_FN(lstm));
-  m.impl("gru.input", TORCH_FN((single_state<3, &at::native::gru>)));
-  m.impl("rnn_tanh.input", TORCH_FN((single_state<1, &at::native::rnn_tanh>)));
-  m.impl("rnn_relu.input", TORCH_FN((single_state<1, &at::native::rnn_relu>)));
+  register_recurrent_layers(m);
 }
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("lstm.input", TORCH_FN(lstm));
-  m.impl("gru.input", TORCH_FN((single_state<3, &at::native::gru>)));
-  m.impl("rnn_tanh.input", TORCH_FN((single_state<1, &at::native::rnn_tanh>)));
-  m.impl("rnn_relu.input", TORCH_FN((single_state<1, &at::native::rnn_relu>)));
+  register_recurrent_layers(m);
 }
 
 } // namespace simhpu::simclock

@@ -1603,13 +1603,30 @@ def test_a_recurrent_layer_stack_is_priced_as_cudnn_runs_it_not_as_atens_composi
     assert min(x.start for x in backward) >= max(x.end for x in forward)
 
 
+def test_a_packed_sequence_is_priced_step_by_step_with_the_sequences_still_running():
+    lengths = [12, 9, 9, 3]  # (a step takes the sequences not yet ended: 4 for 3 steps, 3 for 6, 1 for 3)
+    with simulate(part("h100-sxm"), host_time="modelled", execute=False):
+        rnn = torch.nn.LSTM(16, 32, batch_first=True).to("simhpu")
+        x = torch.empty(4, 12, 16, device="simhpu").requires_grad_()
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths), batch_first=True)
+        torch.simhpu.synchronize()
+        mark = _C._simclock_start_log()
+        out, _ = rnn(packed)
+        out.data.sum().backward()
+        torch.simhpu.synchronize()
+        launches = _C._simclock_stop_log(mark, Launch)
+        del rnn, x, packed, out
+    recurrent = [x for x in launches if x.op == "cudnn_rnn (recurrent GEMM)"]
+    assert [x.flops // (2 * 32 * 4 * 32) for x in recurrent] == [4] * 3 + [3] * 6 + [1] * 3
+    assert len([x for x in launches if x.op == "cudnn_rnn_backward (recurrent GEMM)"]) == 12
+    assert not any(x.op.startswith("aten::sigmoid") for x in launches)
+    inputs = next(x for x in launches if x.op == "cudnn_rnn (input GEMM)")
+    assert inputs.flops == 2 * sum(lengths) * 4 * 32 * 16
+
+
 def test_a_recurrent_gemm_is_priced_as_the_same_gemm_alone():
-    previous = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False  # (as a float32 mm is priced: not in TF32)
-    try:
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # (as a float32 mm is priced: not in TF32)
         launches = _recurrent_step_launches(torch.nn.LSTM)
-    finally:
-        torch.backends.cudnn.allow_tf32 = previous
     recurrent = next(x for x in launches if x.op == "cudnn_rnn (recurrent GEMM)")
     x_gemm = next(x for x in launches if x.op == "cudnn_rnn (input GEMM)")
 

@@ -145,6 +145,22 @@ def test_the_transformer_inference_fast_path_runs_on_the_device_and_matches_the_
         torch.testing.assert_close(attended.cpu(), attention(x, x, x, need_weights=False)[0], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+def test_recurrent_layers_over_packed_sequences_match_the_cpu(cls):
+    torch.manual_seed(0)
+    rnn = cls(4, 5, num_layers=2, batch_first=True)
+    x = torch.randn(3, 6, 4)
+    lengths = torch.tensor([6, 4, 2])
+    device_rnn = copy.deepcopy(rnn).to(DEV)
+    out, _ = rnn(nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True))
+    device_out, _ = device_rnn(nn.utils.rnn.pack_padded_sequence(x.to(DEV), lengths, batch_first=True))
+    out.data.sum().backward()
+    device_out.data.sum().backward()
+    torch.testing.assert_close(device_out.data.cpu(), out.data, atol=1e-5, rtol=1e-5)
+    for p, q in zip(device_rnn.parameters(), rnn.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell])
 def test_fused_cells_gradcheck(cls):
     torch.manual_seed(0)
