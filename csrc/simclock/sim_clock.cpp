@@ -214,13 +214,17 @@ void time_library_kernels(State& s, const std::vector<LibraryKernel>& kernels, c
   if (s.profile->synchronous_launches) s.host = std::max(s.host, s.streams[key_of(stream)].time);
 }
 
+// The library call whose backward `node` (of the forward on `thread`) is part of, if any. The engine
+// evaluates a thread's nodes latest first, so a call whose backward was timed is done once a node from
+// before it runs: it is forgotten then.
 State::LibraryBackward* library_backward_of(State& s, uint64_t thread, int64_t node) {
-  if (node < 0) return nullptr;
-  for (State::LibraryBackward& call : s.library_backwards) {
-    if (call.thread == thread && call.first_node <= static_cast<uint64_t>(node) &&
-        static_cast<uint64_t>(node) < call.end_node) {
-      return &call;
-    }
+  if (node < 0 || s.library_backwards.empty()) return nullptr;
+  const auto number = static_cast<uint64_t>(node);
+  std::erase_if(s.library_backwards, [&](const State::LibraryBackward& call) {
+    return call.timed && call.thread == thread && number < call.first_node;
+  });
+  for (auto call = s.library_backwards.rbegin(); call != s.library_backwards.rend(); ++call) {
+    if (call->thread == thread && call->first_node <= number && number < call->end_node) return &*call;
   }
   return nullptr;
 }

@@ -1603,6 +1603,26 @@ def test_a_recurrent_layer_stack_is_priced_as_cudnn_runs_it_not_as_atens_composi
     assert min(x.start for x in backward) >= max(x.end for x in forward)
 
 
+def test_every_training_step_of_a_recurrent_model_is_priced_alike():
+    # (each step's backward finds its own call's nodes, after the last step's calls were forgotten)
+    with simulate(part("h100-sxm"), host_time="modelled", execute=False):
+        rnn = torch.nn.GRU(16, 32, num_layers=2).to("simhpu")
+        head = torch.nn.Linear(32, 1).to("simhpu")
+        x = torch.empty(10, 4, 16, device="simhpu")
+        steps = []
+        for _ in range(3):
+            for p in [*rnn.parameters(), *head.parameters()]:
+                p.grad = None  # (as a step's zero_grad leaves them: each step's first gradients are assigned)
+            mark = _C._simclock_start_log()
+            head(rnn(x)[0]).sum().backward()
+            head(rnn(x)[0]).sum().backward()  # (two calls a step, each with its own backward)
+            torch.simhpu.synchronize()
+            steps.append([(k.op, round(k.duration, 12)) for k in _C._simclock_stop_log(mark, Launch)])
+        del rnn, head, x
+    assert steps[0] == steps[1] == steps[2]
+    assert sum(op.startswith("cudnn_rnn_backward") for op, _ in steps[0]) == 2 * 2 * (2 * 10 + 4)
+
+
 def test_a_packed_sequence_is_priced_step_by_step_with_the_sequences_still_running():
     lengths = [12, 9, 9, 3]  # (a step takes the sequences not yet ended: 4 for 3 steps, 3 for 6, 1 for 3)
     with simulate(part("h100-sxm"), host_time="modelled", execute=False):
