@@ -16,12 +16,15 @@
 // with G gates (LSTM 4, GRU 3, RNN 1), H the cell's width and R the state's (H, or an LSTM's
 // projection). Under autocast PyTorch casts and re-flattens the weights for cuDNN each call (a copy).
 // A packed sequence (pack_padded_sequence: the .data overloads) runs each step over the sequences
-// still running, its batch sizes', as cuDNN does.
+// still running, its batch sizes', as cuDNN does. A single LSTM or GRU cell (below) is priced as
+// ATen's CUDA route runs it: its two GEMMs and one fused cell kernel.
 #include "simclock/sim_clock.h"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/gru_cell_native.h>
 #include <ATen/ops/gru_native.h>
+#include <ATen/ops/lstm_cell_native.h>
 #include <ATen/ops/lstm_native.h>
 #include <ATen/ops/rnn_relu_native.h>
 #include <ATen/ops/rnn_tanh_native.h>
@@ -265,7 +268,79 @@ std::tuple<at::Tensor, at::Tensor> packed_single_state(const at::Tensor& data, c
   return Composite(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional);
 }
 
+// A single step's cell (nn.LSTMCell, nn.GRUCell, a decoder's loop): on a GPU ATen computes both
+// gates' GEMMs, then the cell in one fused kernel (_thnn_fused_lstm_cell, _thnn_fused_gru_cell) and
+// its backward in one more; the device runs the composite's elementwise operators instead, each an
+// operator, a launch and an autograd node. The part's call records five nodes: the fused cell's and
+// each GEMM's with its weight's transpose.
+constexpr int kCellBackwardNodes = 5;
+
+struct Cell {
+  int64_t gates, batch, input, hidden;
+  bool biases;
+  c10::ScalarType dtype;
+};
+
+std::optional<Cell> cell_of(int64_t gates, const at::Tensor& input, const at::Tensor& w_ih,
+                            const std::optional<at::Tensor>& b_ih) {
+  if (!enabled() || !input.is_privateuseone() || !at::isFloatingType(input.scalar_type()) || input.dim() != 2 ||
+      w_ih.dim() != 2) {
+    return std::nullopt;
+  }
+  const c10::ScalarType dtype = at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1)
+                                    ? at::autocast::get_autocast_dtype(c10::DeviceType::PrivateUse1)
+                                    : input.scalar_type();
+  return Cell{gates, input.size(0), input.size(1), w_ih.size(0) / gates, b_ih.has_value() && b_ih->defined(), dtype};
+}
+
+std::vector<LibraryKernel> cell_forward(const Cell& c) {
+  const int64_t gated = c.gates * c.hidden;
+  const double size = element_size(c.dtype);
+  return {gemm("fused_rnn_cell (input GEMM)", c.batch, gated, c.input, c.dtype),
+          gemm("fused_rnn_cell (hidden GEMM)", c.batch, gated, c.hidden, c.dtype),
+          vector("fused_rnn_cell (cell)", c.batch * gated,
+                 static_cast<double>(c.batch * (3 * gated + 3 * c.hidden)) * size, c.dtype, MemoryClass::Transcendental)};
+}
+
+std::vector<LibraryKernel> cell_backward(const Cell& c) {
+  const int64_t gated = c.gates * c.hidden;
+  const double size = element_size(c.dtype);
+  std::vector<LibraryKernel> out{vector("fused_rnn_cell_backward (cell)", c.batch * gated,
+                                        static_cast<double>(c.batch * (2 * gated + 4 * c.hidden)) * size, c.dtype,
+                                        MemoryClass::Transcendental)};
+  if (c.biases) {
+    out.push_back(vector("fused_rnn_cell_backward (bias sums)", gated, static_cast<double>(c.batch * gated) * size,
+                         c.dtype, MemoryClass::ColumnReduction, c.batch));
+  }
+  out.push_back(gemm("fused_rnn_cell_backward (input gradient GEMM)", c.batch, c.input, gated, c.dtype));
+  out.push_back(gemm("fused_rnn_cell_backward (input weights GEMM)", gated, c.input, c.batch, c.dtype));
+  out.push_back(gemm("fused_rnn_cell_backward (hidden gradient GEMM)", c.batch, c.hidden, gated, c.dtype));
+  out.push_back(gemm("fused_rnn_cell_backward (hidden weights GEMM)", gated, c.hidden, c.batch, c.dtype));
+  return out;
+}
+
+void open_cell(std::optional<LibraryCall>& call, const std::optional<Cell>& cell, const at::Tensor& input) {
+  if (cell) call.emplace(current_stream(input), cell_forward(*cell), cell_backward(*cell), kCellBackwardNodes);
+}
+
+std::tuple<at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input, at::TensorList hx, const at::Tensor& w_ih,
+                                             const at::Tensor& w_hh, const std::optional<at::Tensor>& b_ih,
+                                             const std::optional<at::Tensor>& b_hh) {
+  std::optional<LibraryCall> call;
+  open_cell(call, cell_of(4, input, w_ih, b_ih), input);
+  return at::native::lstm_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
+}
+
+at::Tensor gru_cell(const at::Tensor& input, const at::Tensor& hx, const at::Tensor& w_ih, const at::Tensor& w_hh,
+                    const std::optional<at::Tensor>& b_ih, const std::optional<at::Tensor>& b_hh) {
+  std::optional<LibraryCall> call;
+  open_cell(call, cell_of(3, input, w_ih, b_ih), input);
+  return at::native::gru_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
+}
+
 void register_recurrent_layers(torch::Library& m) {
+  m.impl("lstm_cell", TORCH_FN(lstm_cell));
+  m.impl("gru_cell", TORCH_FN(gru_cell));
   m.impl("lstm.input", TORCH_FN(lstm));
   m.impl("lstm.data", TORCH_FN(packed_lstm));
   m.impl("gru.input", TORCH_FN((single_state<3, &at::native::gru>)));

@@ -72,6 +72,7 @@ struct State {
     uint64_t thread, first_node, end_node;  // the autograd nodes it recorded: [first, end) on `thread`
     c10::DeviceIndex device;
     std::vector<LibraryKernel> kernels;
+    int nodes = 1;  // the autograd nodes the part's own call records
     bool timed = false;
   };
   std::deque<LibraryBackward> library_backwards;
@@ -229,11 +230,11 @@ State::LibraryBackward* library_backward_of(State& s, uint64_t thread, int64_t n
   return nullptr;
 }
 
-// The engine reached a library call's backward: the host pays one node for it and launches its kernels
-// on the stream the engine runs it on.
+// The engine reached a library call's backward: the host pays the part's nodes for it and launches its
+// kernels on the stream the engine runs it on.
 void time_library_backward(State& s, State::LibraryBackward& call) {
   call.timed = true;
-  on_autograd_node(s);
+  for (int node = 0; node < call.nodes; ++node) on_autograd_node(s);
   const c10::Stream stream =
       c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getStream(c10::Device(c10::DeviceType::PrivateUse1, call.device));
   time_library_kernels(s, call.kernels, stream);
@@ -722,8 +723,9 @@ void add_host_time(double seconds) {
 // is forgotten once this many came after it)
 constexpr size_t kLibraryBackwardsKept = 4096;
 
-LibraryCall::LibraryCall(c10::Stream stream, std::vector<LibraryKernel> forward, std::vector<LibraryKernel> backward)
-    : stream_(stream), forward_(std::move(forward)), backward_(std::move(backward)) {
+LibraryCall::LibraryCall(c10::Stream stream, std::vector<LibraryKernel> forward, std::vector<LibraryKernel> backward,
+                         int backward_nodes)
+    : stream_(stream), forward_(std::move(forward)), backward_(std::move(backward)), backward_nodes_(backward_nodes) {
   if (!enabled() || kernel_thread()) return;
   {
     State& s = state();
@@ -745,7 +747,8 @@ LibraryCall::~LibraryCall() {
   const uint64_t end_node = at::sequence_number::peek();
   if (!backward_.empty() && end_node > first_node_) {
     s.library_backwards.push_back(State::LibraryBackward{at::RecordFunction::currentThreadId(), first_node_, end_node,
-                                                         stream_.device_index(), std::move(backward_)});
+                                                         stream_.device_index(), std::move(backward_),
+                                                         backward_nodes_});
     if (s.library_backwards.size() > kLibraryBackwardsKept) s.library_backwards.pop_front();
   }
 }

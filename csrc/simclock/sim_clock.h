@@ -97,8 +97,9 @@ void pay_python_lines();
 // launches are not the part's (neither their device time nor their host launches count). When it
 // closes, its forward kernels are timed on `stream`; its backward kernels when the autograd engine
 // first runs a node the call recorded (its sequence numbers, on this thread), and the nodes it
-// recorded then cost the host one node, as the library's backward is. Not on a part whose host runs
-// each kernel before the next (a CPU profile): it runs the composite itself.
+// recorded then cost the host `backward_nodes`, the nodes the part's own call records (cuDNN's RNN:
+// one). Not on a part whose host runs each kernel before the next (a CPU profile): it runs the
+// composite itself.
 struct LibraryKernel {
   const char* name;  // (a literal: the timeline keeps the pointer)
   LaunchWork work;
@@ -106,7 +107,8 @@ struct LibraryKernel {
 };
 class LibraryCall {
  public:
-  LibraryCall(c10::Stream stream, std::vector<LibraryKernel> forward, std::vector<LibraryKernel> backward);
+  LibraryCall(c10::Stream stream, std::vector<LibraryKernel> forward, std::vector<LibraryKernel> backward,
+              int backward_nodes = 1);
   ~LibraryCall();
   LibraryCall(const LibraryCall&) = delete;
   LibraryCall& operator=(const LibraryCall&) = delete;
@@ -116,6 +118,7 @@ class LibraryCall {
   c10::Stream stream_;
   uint64_t first_node_ = 0;
   std::vector<LibraryKernel> forward_, backward_;
+  int backward_nodes_ = 1;
 };
 
 // Simulated seconds.

@@ -1623,6 +1623,28 @@ def test_every_training_step_of_a_recurrent_model_is_priced_alike():
     assert sum(op.startswith("cudnn_rnn_backward") for op, _ in steps[0]) == 2 * 2 * (2 * 10 + 4)
 
 
+@pytest.mark.parametrize("cls", [torch.nn.LSTMCell, torch.nn.GRUCell])
+def test_a_recurrent_cell_is_priced_as_its_two_gemms_and_one_fused_cell_kernel(cls):
+    # (a decoder's loop: ATen's CUDA route fuses the cell, the device runs the composite's elementwise operators)
+    with simulate(part("h100-sxm"), host_time="modelled", execute=False):
+        cell = cls(16, 32).to("simhpu")
+        x = torch.empty(4, 16, device="simhpu").requires_grad_()
+        torch.simhpu.synchronize()
+        mark = _C._simclock_start_log()
+        out = cell(x)
+        (out[0] if isinstance(out, tuple) else out).sum().backward()
+        torch.simhpu.synchronize()
+        launches = _C._simclock_stop_log(mark, Launch)
+        del cell, x, out
+    ops = [x.op.split(".")[0] for x in launches]
+    assert [op for op in ops if op.startswith("fused_rnn_cell (")] == [
+        "fused_rnn_cell (input GEMM)", "fused_rnn_cell (hidden GEMM)", "fused_rnn_cell (cell)"]
+    assert sum(op.startswith("fused_rnn_cell_backward (") for op in ops) == 6  # (the cell, the bias sums, 4 GEMMs)
+    assert not set(ops) & {"aten::mm", "aten::addmm", "aten::sigmoid", "aten::tanh", "aten::mul", "aten::chunk"}, ops
+    gates = 4 if cls is torch.nn.LSTMCell else 3
+    assert next(x for x in launches if x.op == "fused_rnn_cell (hidden GEMM)").flops == 2 * 4 * gates * 32 * 32
+
+
 def test_a_packed_sequence_is_priced_step_by_step_with_the_sequences_still_running():
     lengths = [12, 9, 9, 3]  # (a step takes the sequences not yet ended: 4 for 3 steps, 3 for 6, 1 for 3)
     with simulate(part("h100-sxm"), host_time="modelled", execute=False):
