@@ -113,11 +113,10 @@ def titan_config(folder, flavor, tp, batch, ac) -> str:
     return path
 
 
-def titan(folder, config, ranks, steps, tokens_per_step) -> dict:
+def titan(folder, profile, config, ranks, steps, tokens_per_step) -> dict:
     """One phantom run of rank 0: its simulated span, the last step's memory (torchtitan's), wall
     time and peak RSS, and the planner's figures from the simulation report."""
-    command = [sys.executable, "-m", "torch_simhpu.simulation", "--profile", published_profile(folder),
-               "--host-time", "modelled",
+    command = [sys.executable, "-m", "torch_simhpu.simulation", "--profile", profile, "--host-time", "modelled",
                "--world", str(ranks), "--rank", "0", "--tokens-per-step", str(tokens_per_step),
                "-m", "torchtitan.train", "--job.config_file", config,
                "--training.steps", str(steps), "--metrics.log_freq", "1"]
@@ -152,6 +151,7 @@ def titan_workdir(prefix: str) -> str:
 
 def titan_rows() -> None:
     folder = titan_workdir("simhpu-titan-")
+    profile = published_profile(folder)
     print(f"\ntorchtitan (unchanged) under phantom execution on {PROFILE}, SDPA's backends tried as the published "
           f"run's torch did ({', '.join(PUBLISHED_ATTENTION_PRIORITY)}), rank 0 of each layout, seq {SEQ_LEN}:")
     print(f"{'published row':<40} {'wall 1 step':>11} {'RSS':>7} {'step (sim)':>10} {'TPS/GPU':>8} "
@@ -160,8 +160,8 @@ def titan_rows() -> None:
     for name, flavor, ranks, tp, batch, ac, tps_published, gib_published, comparable in TITAN_ROWS:
         config = titan_config(folder, flavor, tp, batch, ac)
         tokens_per_gpu = batch * SEQ_LEN // tp
-        one = titan(folder, config, ranks, 1, tokens_per_gpu)
-        three = titan(folder, config, ranks, 3, tokens_per_gpu)
+        one = titan(folder, profile, config, ranks, 1, tokens_per_gpu)
+        three = titan(folder, profile, config, ranks, 3, tokens_per_gpu)
         planners.append((name, three["planner"]))
         step = (three["span"] - one["span"]) / 2
         tps = tokens_per_gpu / step

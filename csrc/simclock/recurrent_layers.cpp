@@ -49,6 +49,14 @@ struct RecurrentStack {
   c10::ScalarType weight_dtype = c10::ScalarType::Float;
 };
 
+// What the part's library computes in: autocast's type where the program turned it on (PyTorch casts
+// the operands for cuDNN's RNN and for the fused cells), else the input's.
+c10::ScalarType compute_dtype(const at::Tensor& input) {
+  return at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1)
+             ? at::autocast::get_autocast_dtype(c10::DeviceType::PrivateUse1)
+             : input.scalar_type();
+}
+
 double element_size(c10::ScalarType dtype) {
   return static_cast<double>(c10::elementSize(dtype));
 }
@@ -181,9 +189,7 @@ std::optional<RecurrentStack> stack_of(int64_t gates, const at::Tensor& input, s
   r.biases = has_biases;
   r.dropout = train && dropout > 0;
   r.weight_dtype = params[0].scalar_type();
-  r.dtype = at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1)
-                ? at::autocast::get_autocast_dtype(c10::DeviceType::PrivateUse1)
-                : input.scalar_type();
+  r.dtype = compute_dtype(input);
   for (const at::Tensor& p : params) r.weight_elements += p.numel();
   return r;
 }
@@ -283,14 +289,11 @@ struct Cell {
 
 std::optional<Cell> cell_of(int64_t gates, const at::Tensor& input, const at::Tensor& w_ih,
                             const std::optional<at::Tensor>& b_ih) {
-  if (!enabled() || !input.is_privateuseone() || !at::isFloatingType(input.scalar_type()) || input.dim() != 2 ||
-      w_ih.dim() != 2) {
+  if (!input.is_privateuseone() || !at::isFloatingType(input.scalar_type()) || input.dim() != 2 || w_ih.dim() != 2) {
     return std::nullopt;
   }
-  const c10::ScalarType dtype = at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1)
-                                    ? at::autocast::get_autocast_dtype(c10::DeviceType::PrivateUse1)
-                                    : input.scalar_type();
-  return Cell{gates, input.size(0), input.size(1), w_ih.size(0) / gates, b_ih.has_value() && b_ih->defined(), dtype};
+  return Cell{gates, input.size(0), input.size(1), w_ih.size(0) / gates, b_ih.has_value() && b_ih->defined(),
+              compute_dtype(input)};
 }
 
 std::vector<LibraryKernel> cell_forward(const Cell& c) {
@@ -327,14 +330,14 @@ std::tuple<at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input, at::Tensor
                                              const at::Tensor& w_hh, const std::optional<at::Tensor>& b_ih,
                                              const std::optional<at::Tensor>& b_hh) {
   std::optional<LibraryCall> call;
-  open_cell(call, cell_of(4, input, w_ih, b_ih), input);
+  if (enabled()) open_cell(call, cell_of(4, input, w_ih, b_ih), input);
   return at::native::lstm_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
 }
 
 at::Tensor gru_cell(const at::Tensor& input, const at::Tensor& hx, const at::Tensor& w_ih, const at::Tensor& w_hh,
                     const std::optional<at::Tensor>& b_ih, const std::optional<at::Tensor>& b_hh) {
   std::optional<LibraryCall> call;
-  open_cell(call, cell_of(3, input, w_ih, b_ih), input);
+  if (enabled()) open_cell(call, cell_of(3, input, w_ih, b_ih), input);
   return at::native::gru_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
 }
 

@@ -726,7 +726,8 @@ constexpr size_t kLibraryBackwardsKept = 4096;
 LibraryCall::LibraryCall(c10::Stream stream, std::vector<LibraryKernel> forward, std::vector<LibraryKernel> backward,
                          int backward_nodes)
     : stream_(stream), forward_(std::move(forward)), backward_(std::move(backward)), backward_nodes_(backward_nodes) {
-  if (!enabled() || kernel_thread()) return;
+  // (a call inside an open one, or inside a library node's backward, is part of what that one stands for)
+  if (!enabled() || kernel_thread() || library_calls_open > 0 || in_library_node) return;
   {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);

@@ -1597,6 +1597,8 @@ def test_a_recurrent_layer_stack_is_priced_as_cudnn_runs_it_not_as_atens_composi
     composite = {x.op.split(".")[0] for x in launches} - {x.op for x in forward + backward}
     assert not composite & {"aten::mm", "aten::addmm", "aten::sigmoid", "aten::tanh", "aten::mul", "aten::add",
                             "aten::sigmoid_backward", "aten::tanh_backward", "aten::_thnn_fused_lstm_cell"}, composite
+    # (nor does a cell the composite runs open a call of its own inside the stack's)
+    assert not any(op.startswith("fused_rnn_cell") for op in composite), composite
     recurrent = next(x for x in forward if x.op == "cudnn_rnn (recurrent GEMM)")
     assert recurrent.work == "matrix" and recurrent.flops == 2 * 4 * 32 * gates * 32
     # the first backward kernel starts after the last forward one: the engine reached the call's nodes
@@ -1694,6 +1696,15 @@ def test_a_part_whose_host_runs_each_kernel_runs_the_recurrent_composite_itself(
     launches = _recurrent_step_launches(torch.nn.LSTM, profile="cpu-host")
     assert not any(x.op.startswith("cudnn_rnn") for x in launches)
     assert any(x.op.startswith("aten::sigmoid") for x in launches)
+
+
+def test_addmm_with_its_activation_fused_is_priced_as_addmms_gemm():
+    def make(fused):
+        def build():
+            bias, x, w = (torch.empty(*shape, device="simhpu") for shape in ([4096], [2048, 1024], [1024, 4096]))
+            return (lambda: torch._addmm_activation(bias, x, w, use_gelu=True)) if fused else (lambda: torch.addmm(bias, x, w))
+        return build
+    assert device_seconds(make(True)) == pytest.approx(device_seconds(make(False)), rel=1e-6)
 
 
 def test_the_transformer_inference_fast_path_is_priced_as_its_operators_not_as_one_kernel():
